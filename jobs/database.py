@@ -1,0 +1,165 @@
+"""Connections to the SQL database: engines, the schema's migration state, and retries.
+
+The database is the source of truth; every other part can be rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+from tenacity import (
+    before_sleep_log,
+    retry,
+    retry_if_exception,
+    stop_after_delay,
+    wait_exponential,
+)
+
+from jobs.errors import DatabaseUnavailable
+from jobs.settings import Settings, redact_url
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# The newest migration; `ensure_schema` upgrades a database that is behind it.
+# tests/test_migrations.py checks that it matches migrations/versions.
+SCHEMA_REVISION = "0001"
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def connect(settings: Settings, *, readonly: bool = False, **options) -> sa.Engine:
+    """An engine for SUMMARIZE_DATABASE_URL; SQLite gets WAL mode and a busy timeout."""
+    url = make_url(settings.database_url)
+    if url.get_backend_name() == "sqlite":
+        path = url.database
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if readonly and path:
+            url = url.set(database=f"file:{path}?mode=ro", query={"uri": "true"})
+        engine = sa.create_engine(url, connect_args={"timeout": 30}, **options)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    connect_args = {"connect_timeout": 5}
+    if readonly:
+        connect_args["options"] = "-c default_transaction_read_only=on"
+    return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args, **options)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A connection-level failure worth retrying: the server went away or is restarting."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(exc, OperationalError):
+        text = str(exc.orig).lower()
+        return not any(word in text for word in ("syntax", "no such table", "no such column"))
+    return False
+
+
+def retrying(seconds: float) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Retry transient database errors with backoff for up to `seconds`, logging each retry."""
+    return retry(
+        retry=retry_if_exception(is_transient),
+        wait=wait_exponential(multiplier=0.2, max=5),
+        stop=stop_after_delay(seconds),
+        before_sleep=before_sleep_log(log, logging.WARNING),
+        reraise=True,
+    )
+
+
+def describe(settings: Settings) -> str:
+    return redact_url(settings.database_url)
+
+
+def unavailable(settings: Settings, exc: BaseException) -> DatabaseUnavailable:
+    reason = (
+        str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc) else type(exc).__name__
+    )
+    return DatabaseUnavailable(
+        f"The database at {describe(settings)} is not reachable ({reason}): start it, "
+        "or fix SUMMARIZE_DATABASE_URL (unset it to use the SQLite file in the data directory)."
+    )
+
+
+def current_revision(engine: sa.Engine) -> str | None:
+    """The Alembic revision the database is at, or None for an empty database."""
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def alembic_config(settings: Settings):
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", settings.database_url.replace("%", "%%"))
+    return config
+
+
+def upgrade(settings: Settings, revision: str = "head") -> None:
+    """Run the migrations up to `revision`, one process at a time."""
+    from alembic import command
+
+    with _migration_lock(settings):
+        command.upgrade(alembic_config(settings), revision)
+
+
+def ensure_schema(settings: Settings, engine: sa.Engine) -> None:
+    """Bring an empty or older database up to the schema this code expects."""
+    try:
+        revision = current_revision(engine)
+    except OperationalError as exc:
+        raise unavailable(settings, exc) from exc
+    if revision != SCHEMA_REVISION:
+        upgrade(settings)
+
+
+@contextlib.contextmanager
+def _migration_lock(settings: Settings) -> Iterator[None]:
+    """Serialize migrations: a lock file beside a SQLite database, an advisory lock on PostgreSQL."""
+    url = make_url(settings.database_url)
+    if url.get_backend_name() == "sqlite":
+        lock_path = Path(url.database or "summarize.db").with_suffix(".migrate.lock")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_path, "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        return
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT pg_advisory_lock(7263510)"))
+        try:
+            yield
+        finally:
+            conn.execute(sa.text("SELECT pg_advisory_unlock(7263510)"))
+    engine.dispose()
+
+
+def insert_ignoring_conflicts(engine: sa.Engine, table: sa.Table):
+    """An INSERT that skips rows whose unique key exists already, in the engine's dialect."""
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table).on_conflict_do_nothing()

@@ -1,0 +1,47 @@
+"""Failures a user can fix, and the exit statuses the CLI turns them into.
+
+Every message says what went wrong and what to do next; the CLI shows it as
+`Error: …` with no traceback (see `jobs.cli`).
+"""
+
+from __future__ import annotations
+
+# Exit statuses, documented in the README for cron and scripts.
+EXIT_OK = 0
+EXIT_ERROR = 1  # a setting or an input the user must fix
+EXIT_USAGE = 2  # click's own status for a bad command line
+EXIT_DOCUMENTS_FAILED = 3  # the batch finished, but some documents failed
+EXIT_DEADLINE = 4  # waited for the batch and the deadline passed first
+EXIT_UNREACHABLE = 5  # Redis or the database could not be reached
+
+
+class SummarizeError(Exception):
+    """A failure the user can fix; the message says how."""
+
+    exit_code = EXIT_ERROR
+
+
+class SettingsError(SummarizeError):
+    """A SUMMARIZE_* variable holds a value we refuse."""
+
+
+class UnreachableError(SummarizeError):
+    """Redis or the database did not answer."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class BrokerUnavailable(UnreachableError):
+    """Redis did not answer."""
+
+
+class DatabaseUnavailable(UnreachableError):
+    """The database did not answer."""
+
+
+class ModelMissing(SummarizeError):
+    """The model folder the worker needs is not there."""
+
+
+class EngineError(SummarizeError):
+    """The engine could not be built with the profile asked for."""

@@ -1,0 +1,26 @@
+"""What makes two summaries the same: the document, the model, the instruction, the length.
+
+A result is reused only when all of these match; changing any of them (or the way
+prompts are laid out, PROMPT_FORMAT) makes new summaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+# Bump when the prompt layout or sampling changes, so earlier results are not reused.
+PROMPT_FORMAT = 1
+TEMPERATURE = 0.0  # greedy: the same document gives the same summary
+
+
+def prompt_hash(instruction: str, max_tokens: int) -> str:
+    """A short, stable name for the instruction and sampling settings, as stored in results."""
+    identity = json.dumps([PROMPT_FORMAT, instruction, max_tokens, TEMPERATURE])
+    return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:16]
+
+
+def result_key(content_hash: str, model: str, prompt: str) -> str:
+    """The identity of one summary: rows with the same key share one generation."""
+    identity = json.dumps([content_hash, model, prompt])
+    return hashlib.sha256(identity.encode("utf-8")).hexdigest()

@@ -1,0 +1,246 @@
+"""All settings, read once from SUMMARIZE_* environment variables.
+
+Defaults work on a laptop with nothing installed: a SQLite file and an embedded
+Redis server in the data directory, and the bundled SmolLM2 model. A value we
+cannot use is refused with a message that names the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from jobs.errors import SettingsError
+from jobs.profiles import DEFAULT_PROFILE, PROFILES, Profile, with_overrides
+
+DEFAULT_INSTRUCTION = (
+    "Summarize the document below in two or three sentences. "
+    "State its main facts plainly and add nothing that is not in it."
+)
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+
+
+def _default_data_dir(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME") or str(Path.home())
+    base = env.get("XDG_DATA_HOME") or str(Path(home) / ".local" / "share")
+    return Path(base) / "summarize"
+
+
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.replace("_", ""))
+        except ValueError:
+            raise ValueError(f"must be a whole number from {low} to {high}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be a whole number from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _seconds(low: float, high: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"must be a number of seconds from {low:g} to {high:g}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be a number of seconds from {low:g} to {high:g}")
+        return value
+
+    return parse
+
+
+def _share(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("must be a share of memory between 0 and 1, such as 0.9") from None
+    if not 0.05 <= value <= 0.98:
+        raise ValueError("must be a share of memory from 0.05 to 0.98, such as 0.9")
+    return value
+
+
+def _profile(raw: str) -> str:
+    if raw not in PROFILES:
+        raise ValueError(f"must be one of {', '.join(PROFILES)}")
+    return raw
+
+
+def _database_url(raw: str) -> str:
+    scheme = urlsplit(raw).scheme
+    if not scheme.startswith(("sqlite", "postgresql")):
+        raise ValueError(
+            "must be a SQLAlchemy URL such as sqlite:////var/lib/summarize/summarize.db "
+            "or postgresql://user@host/dbname"
+        )
+    return raw
+
+
+def _broker_url(raw: str) -> str:
+    if urlsplit(raw).scheme not in ("redis", "rediss", "redis+socket", "unix"):
+        raise ValueError(
+            "must be a Redis URL such as redis://:password@host:6379/0 or rediss://host:6380/0; "
+            "unset it to use the embedded Redis"
+        )
+    return raw
+
+
+def _text(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError("must not be empty")
+    return raw.strip()
+
+
+def _path(raw: str) -> Path:
+    return Path(raw).expanduser()
+
+
+def _queue(raw: str) -> str:
+    if not raw or not raw.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise ValueError("must be a queue name of letters, digits, '-', '_' and '.'")
+    return raw
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings of one `summarize` process. Build it with `Settings.from_env()`."""
+
+    data_dir: Path = field(metadata={"env": "DATA_DIR", "parse": _path})
+    database_url: str = field(metadata={"env": "DATABASE_URL", "parse": _database_url})
+    broker_url: str | None = field(
+        default=None, metadata={"env": "BROKER_URL", "parse": _broker_url}
+    )
+    model: str | None = field(default=None, metadata={"env": "MODEL", "parse": _text})
+    profile_name: str = field(
+        default=DEFAULT_PROFILE, metadata={"env": "PROFILE", "parse": _profile}
+    )
+    instruction: str = field(
+        default=DEFAULT_INSTRUCTION, metadata={"env": "PROMPT", "parse": _text}
+    )
+    max_tokens: int | None = field(
+        default=None, metadata={"env": "MAX_TOKENS", "parse": _whole(1, 8192)}
+    )
+    max_doc_bytes: int = field(
+        default=1_000_000, metadata={"env": "MAX_DOC_BYTES", "parse": _whole(1, 1 << 30)}
+    )
+    queue: str = field(default="summarize", metadata={"env": "QUEUE", "parse": _queue})
+    flush_interval_s: float = field(
+        default=1.0, metadata={"env": "FLUSH_INTERVAL_S", "parse": _seconds(0.01, 60)}
+    )
+    max_attempts: int = field(default=3, metadata={"env": "MAX_ATTEMPTS", "parse": _whole(1, 100)})
+    visibility_timeout_s: float = field(
+        default=120.0, metadata={"env": "VISIBILITY_TIMEOUT_S", "parse": _seconds(10, 86400)}
+    )
+    in_flight: int | None = field(
+        default=None, metadata={"env": "IN_FLIGHT", "parse": _whole(1, 100_000)}
+    )
+    max_num_seqs: int | None = field(
+        default=None, metadata={"env": "MAX_NUM_SEQS", "parse": _whole(1, 65536)}
+    )
+    max_model_len: int | None = field(
+        default=None, metadata={"env": "MAX_MODEL_LEN", "parse": _whole(64, 1 << 20)}
+    )
+    max_num_batched_tokens: int | None = field(
+        default=None, metadata={"env": "MAX_NUM_BATCHED_TOKENS", "parse": _whole(64, 1 << 22)}
+    )
+    gpu_memory_utilization: float | None = field(
+        default=None, metadata={"env": "GPU_MEMORY_UTILIZATION", "parse": _share}
+    )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read SUMMARIZE_* variables; refuse a bad value naming the variable and the fix."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            name = "SUMMARIZE_" + f.metadata["env"]
+            raw = env.get(name)
+            if raw is None or raw == "":
+                continue
+            try:
+                values[f.name] = f.metadata["parse"](raw)
+            except ValueError as exc:
+                raise SettingsError(f"{name}={raw!r} {exc}.") from None
+        prompt_file = env.get("SUMMARIZE_PROMPT_FILE")
+        if prompt_file:
+            if "instruction" in values:
+                raise SettingsError(
+                    "SUMMARIZE_PROMPT and SUMMARIZE_PROMPT_FILE are both set: unset one of them."
+                )
+            values["instruction"] = _read_prompt_file(Path(prompt_file).expanduser())
+        data_dir = values.setdefault("data_dir", _default_data_dir(env))
+        values.setdefault("database_url", f"sqlite:///{Path(data_dir).resolve() / 'summarize.db'}")
+        return cls(**values)
+
+    @property
+    def profile(self) -> Profile:
+        """The serving profile with this process's explicit overrides applied."""
+        return with_overrides(
+            PROFILES[self.profile_name],
+            max_num_seqs=self.max_num_seqs,
+            max_model_len=self.max_model_len,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            cpu_memory_utilization=self.gpu_memory_utilization,
+            max_tokens=self.max_tokens,
+        )
+
+    @property
+    def summary_max_tokens(self) -> int:
+        return self.profile.max_tokens
+
+    @property
+    def model_name(self) -> str:
+        """The model as recorded in `results.model`: stable across machines for the default."""
+        return self.model or DEFAULT_MODEL_NAME
+
+    @property
+    def default_model_dir(self) -> Path:
+        return self.data_dir / "models" / DEFAULT_MODEL_NAME
+
+    @property
+    def embedded_broker(self) -> bool:
+        return self.broker_url is None
+
+    @property
+    def broker_socket(self) -> Path:
+        """The embedded Redis server's unix socket."""
+        return self.data_dir / "redis" / "redis.sock"
+
+    def with_changes(self, **changes: object) -> Settings:
+        """A copy with some values replaced, as CLI options do."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update({k: v for k, v in changes.items() if v is not None})
+        return Settings(**values)
+
+
+def _read_prompt_file(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(
+            f"SUMMARIZE_PROMPT_FILE={str(path)!r} cannot be read ({exc.strerror}): "
+            "point it at a UTF-8 text file holding the instruction."
+        ) from None
+    except UnicodeDecodeError:
+        raise SettingsError(
+            f"SUMMARIZE_PROMPT_FILE={str(path)!r} is not UTF-8 text: save it as UTF-8."
+        ) from None
+    if not text.strip():
+        raise SettingsError(f"SUMMARIZE_PROMPT_FILE={str(path)!r} is empty: write an instruction.")
+    return text.strip()
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ***, for logs and status output."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = parts.username or ""
+    return url.replace(parts.netloc, f"{user}:***@{netloc[-1]}", 1)

@@ -1,0 +1,325 @@
+"""Submitting a corpus: read files, record the batch and its rows, queue what needs summarizing.
+
+Work goes in chunks. Each chunk's rows are committed before its messages are
+pushed, and if the push fails the chunk's rows are taken back, so there is never
+a row waiting for a message that was not sent, nor a message for a row that does
+not exist. A document summarized before with the same model and prompt is not
+queued again: its row is answered from the earlier result.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import redis
+import sqlalchemy as sa
+
+from jobs import broker, corpus
+from jobs.corpus import Text, Unreadable
+from jobs.database import insert_ignoring_conflicts, unavailable
+from jobs.errors import SummarizeError
+from jobs.messages import task_message
+from jobs.models import FINAL, PENDING, batches, documents, results, utcnow
+from jobs.prompt import prompt_hash, result_key
+from jobs.settings import Settings
+
+CHUNK_FILES = 1000
+CHUNK_BYTES = 32 * 1024 * 1024
+EXAMPLES_KEPT = 10  # problems listed by name in the summary; the rest are counted
+
+
+@dataclass
+class SubmitReport:
+    """What `summarize submit` did, for its closing summary."""
+
+    batch: str
+    documents: int = 0  # .txt/.md files found
+    submitted: int = 0  # documents queued for the worker
+    deduplicated: int = 0  # answered by an earlier summary, or by one already queued
+    already_in_batch: int = 0  # rows this batch had from an earlier submit
+    skipped: int = 0  # files that are not .txt or .md
+    unreadable: int = 0  # .txt/.md files that could not become documents (rows `failed`)
+    problems: int = 0  # paths that could not be walked (missing, loops, unreadable folders)
+    examples: list[tuple[str, str]] = field(default_factory=list)  # (path, what went wrong)
+
+    def note(self, path: str, problem: str) -> None:
+        if len(self.examples) < EXAMPLES_KEPT:
+            self.examples.append((path, problem))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    model: str
+    instruction: str
+    max_tokens: int
+
+    @property
+    def hash(self) -> str:
+        return prompt_hash(self.instruction, self.max_tokens)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Prompt:
+        return cls(settings.model_name, settings.instruction, settings.summary_max_tokens)
+
+
+def default_batch_name(paths: Iterable[str]) -> str:
+    """`<first folder>-<local time>`, e.g. `lee-background-20261129-0735`."""
+    first = next(iter(paths), "batch")
+    stem = os.path.basename(os.path.normpath(os.path.abspath(first))) or "batch"
+    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in stem)[:80]
+    return f"{stem}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def count_files(paths: Iterable[str]) -> int:
+    """How many .txt/.md files a submit of `paths` will read (a quick first pass, for progress)."""
+    return sum(1 for found in corpus.walk(paths) if found.kind == "document")
+
+
+def ensure_batch(engine: sa.Engine, name: str, prompt: Prompt) -> None:
+    """Create the batch, or check that an existing one used the same model and prompt."""
+    with engine.begin() as conn:
+        row = conn.execute(
+            sa.select(batches.c.model, batches.c.prompt_hash).where(batches.c.name == name)
+        ).first()
+        if row is None:
+            conn.execute(
+                insert_ignoring_conflicts(engine, batches).values(
+                    name=name,
+                    model=prompt.model,
+                    instruction=prompt.instruction,
+                    max_tokens=prompt.max_tokens,
+                    prompt_hash=prompt.hash,
+                    created_at=utcnow(),
+                )
+            )
+        elif (row.model, row.prompt_hash) != (prompt.model, prompt.hash):
+            raise SummarizeError(
+                f"Batch {name!r} was submitted with another model or prompt "
+                f"(model {row.model}, prompt {row.prompt_hash}; now {prompt.model}, "
+                f"{prompt.hash}): choose another --batch name."
+            )
+
+
+def submit(
+    settings: Settings,
+    engine: sa.Engine,
+    client: redis.Redis,
+    paths: Iterable[str],
+    batch: str,
+    on_file: Callable[[], None] = lambda: None,
+) -> SubmitReport:
+    """Record `paths` as rows of `batch` and queue every document that needs a summary."""
+    prompt = Prompt.from_settings(settings)
+    ensure_batch(engine, batch, prompt)
+    report = SubmitReport(batch)
+    chunk: list[Text | Unreadable] = []
+    chunk_bytes = 0
+    for found in corpus.walk(paths):
+        if found.kind == "skipped":
+            report.skipped += 1
+            continue
+        if found.kind == "problem":
+            report.problems += 1
+            report.note(found.path, found.problem or "cannot be used")
+            continue
+        report.documents += 1
+        item = corpus.read(found.path, settings.max_doc_bytes)
+        chunk.append(item)
+        chunk_bytes += item.size_bytes if isinstance(item, Text) else 0
+        on_file()
+        if len(chunk) >= CHUNK_FILES or chunk_bytes >= CHUNK_BYTES:
+            _submit_chunk(settings, engine, client, batch, prompt, chunk, report)
+            chunk, chunk_bytes = [], 0
+    if chunk:
+        _submit_chunk(settings, engine, client, batch, prompt, chunk, report)
+    return report
+
+
+def _submit_chunk(
+    settings: Settings,
+    engine: sa.Engine,
+    client: redis.Redis,
+    batch: str,
+    prompt: Prompt,
+    chunk: list[Text | Unreadable],
+    report: SubmitReport,
+) -> None:
+    now = utcnow()
+    try:
+        with engine.begin() as conn:
+            rows, keys_to_queue, texts = _plan(conn, engine, batch, prompt, chunk, report, now)
+            if texts:
+                conn.execute(
+                    insert_ignoring_conflicts(engine, documents),
+                    [
+                        {"content_hash": t.content_hash, "body": t.body,
+                         "size_bytes": t.size_bytes, "created_at": now}
+                        for t in texts.values()
+                    ],
+                )  # fmt: skip
+            if rows:
+                conn.execute(results.insert(), rows)
+    except sa.exc.OperationalError as exc:
+        raise unavailable(settings, exc) from exc
+    messages = [
+        task_message(settings.queue, {"key": key, "document": content_hash, "batch": batch})
+        for key, content_hash in keys_to_queue.items()
+    ]
+    try:
+        broker.push(client, settings.queue, messages)
+    except (redis.RedisError, OSError) as exc:
+        _take_back(engine, batch, [row["source_path"] for row in rows])
+        raise broker.unavailable(settings, exc) from exc
+    report.submitted += len(messages)
+
+
+def _plan(conn, engine, batch, prompt, chunk, report, now):
+    """Decide each file's row: queued (with or without a new message), answered, or failed."""
+    paths = [item.path for item in chunk]
+    existing = set(
+        conn.execute(
+            sa.select(results.c.source_path).where(
+                results.c.batch == batch, results.c.source_path.in_(paths)
+            )
+        ).scalars()
+    )
+    texts: dict[str, Text] = {}
+    keyed: list[tuple[Text, str]] = []
+    rows: list[dict] = []
+    # Every row names every column: one executemany statement inserts them all.
+    base = dict.fromkeys(_ROW_COLUMNS) | {
+        "batch": batch, "model": prompt.model, "prompt_hash": prompt.hash, "attempts": 0,
+        "created_at": now, "deduplicated": False,
+    }  # fmt: skip
+    for item in chunk:
+        if item.path in existing:
+            report.already_in_batch += 1
+            continue
+        if isinstance(item, Unreadable):
+            report.unreadable += 1
+            report.note(item.path, item.reason)
+            rows.append(base | {"source_path": item.path, "status": "failed",
+                                "error": item.reason, "finished_at": now})  # fmt: skip
+            continue
+        key = result_key(item.content_hash, prompt.model, prompt.hash)
+        texts[item.content_hash] = item
+        keyed.append((item, key))
+    done, in_flight = _earlier_results(conn, {key for _, key in keyed})
+    keys_to_queue: dict[str, str] = {}
+    for item, key in keyed:
+        row = base | {
+            "source_path": item.path,
+            "content_hash": item.content_hash,
+            "result_key": key,
+        }
+        if key in done:
+            report.deduplicated += 1
+            rows.append(row | done[key] | {"status": "succeeded", "deduplicated": True,
+                                           "started_at": now, "finished_at": now})  # fmt: skip
+        elif key in in_flight or key in keys_to_queue:
+            report.deduplicated += 1
+            rows.append(row | {"status": "queued"})
+        else:
+            keys_to_queue[key] = item.content_hash
+            rows.append(row | {"status": "queued"})
+    return rows, keys_to_queue, texts
+
+
+_ROW_COLUMNS = (
+    "source_path", "content_hash", "result_key", "status", "summary", "prompt_tokens",
+    "completion_tokens", "cached_tokens", "parts", "finish_reason", "error", "started_at",
+    "finished_at",
+)  # fmt: skip
+_COPIED = (
+    "summary",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "parts",
+    "finish_reason",
+)
+
+
+def _earlier_results(conn, keys: set[str]) -> tuple[dict[str, dict], set[str]]:
+    """Of these result keys: which have a summary already, and which are queued or running."""
+    if not keys:
+        return {}, set()
+    found = conn.execute(
+        sa.select(results.c.result_key, results.c.status, *(results.c[c] for c in _COPIED))
+        .where(results.c.result_key.in_(keys), results.c.status.in_(("succeeded", *PENDING)))
+        .order_by(results.c.id)
+    )
+    done: dict[str, dict] = {}
+    in_flight: set[str] = set()
+    for row in found:
+        if row.status == "succeeded":
+            done.setdefault(row.result_key, {c: getattr(row, c) for c in _COPIED})
+        else:
+            in_flight.add(row.result_key)
+    return done, in_flight
+
+
+def _take_back(engine: sa.Engine, batch: str, paths: list[str]) -> None:
+    """Delete the rows of a chunk whose messages could not be pushed."""
+    if not paths:
+        return
+    with engine.begin() as conn:
+        conn.execute(
+            results.delete().where(results.c.batch == batch, results.c.source_path.in_(paths))
+        )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a batch has come."""
+
+    total: int
+    by_status: dict[str, int]
+
+    @property
+    def finished(self) -> int:
+        return sum(self.by_status.get(status, 0) for status in FINAL)
+
+    @property
+    def done(self) -> bool:
+        return self.finished >= self.total
+
+    @property
+    def all_succeeded(self) -> bool:
+        return self.by_status.get("succeeded", 0) == self.total
+
+
+def progress(engine: sa.Engine, batch: str) -> Progress:
+    with engine.connect() as conn:
+        counts = dict(
+            conn.execute(
+                sa.select(results.c.status, sa.func.count())
+                .where(results.c.batch == batch)
+                .group_by(results.c.status)
+            ).all()
+        )
+    return Progress(sum(counts.values()), counts)
+
+
+def wait(
+    engine: sa.Engine,
+    batch: str,
+    *,
+    deadline_s: float | None = None,
+    poll_s: float = 1.0,
+    on_progress: Callable[[Progress], None] = lambda p: None,
+) -> Progress:
+    """Block until every row of the batch is final, or the deadline passes."""
+    start = time.monotonic()
+    while True:
+        now = progress(engine, batch)
+        on_progress(now)
+        if now.done:
+            return now
+        if deadline_s is not None and time.monotonic() - start >= deadline_s:
+            return now
+        time.sleep(poll_s)

@@ -1,0 +1,86 @@
+"""Shared fixtures: settings pointed at a temporary data directory, real Redis, real databases."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from jobs import database
+from jobs.settings import Settings
+
+LEE = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "lee-background"
+REDIS_URL = os.environ.get("SUMMARIZE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+POSTGRES_URL = os.environ.get(
+    "SUMMARIZE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The real Redis of this machine, database 15, emptied for each test."""
+    client = redis.Redis.from_url(REDIS_URL)
+    client.flushdb()
+    yield REDIS_URL
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def queue_name() -> str:
+    return f"test-{uuid.uuid4().hex[:8]}"
+
+
+def _reset_postgres() -> None:
+    engine = sa.create_engine(POSTGRES_URL, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP SCHEMA IF EXISTS public CASCADE"))
+        conn.execute(sa.text("CREATE SCHEMA public"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> str:
+    """Each test that takes this runs twice: on a SQLite file and on the real PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'data' / 'summarize.db'}"
+    _reset_postgres()
+    return POSTGRES_URL
+
+
+@pytest.fixture
+def env(tmp_path, redis_url, database_url, queue_name) -> dict[str, str]:
+    """SUMMARIZE_* variables for a test: its own data directory, queue, Redis and database."""
+    return {
+        "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
+        "SUMMARIZE_DATABASE_URL": database_url,
+        "SUMMARIZE_BROKER_URL": redis_url,
+        "SUMMARIZE_QUEUE": queue_name,
+    }
+
+
+@pytest.fixture
+def settings(env) -> Settings:
+    return Settings.from_env(env)
+
+
+@pytest.fixture
+def db(settings) -> sa.Engine:
+    engine = database.connect(settings)
+    database.ensure_schema(settings, engine)
+    yield engine
+    engine.dispose()
+
+
+def write(folder: Path, name: str, content: str | bytes) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path

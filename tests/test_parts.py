@@ -1,0 +1,83 @@
+"""Splitting long documents by tokens: windows, overlap, and the bound on combining rounds."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.fakes import FakeEngine
+from worker.engine import Finished
+from worker.parts import MAX_LEVELS, DocumentTooLong, Work, overlap_for, split
+
+
+@pytest.mark.parametrize(
+    ("length", "size", "overlap", "expected"),
+    [
+        (10, 10, 2, [(0, 10)]),
+        (0, 10, 2, [(0, 0)]),
+        (11, 10, 2, [(0, 10), (8, 11)]),
+        (25, 10, 2, [(0, 10), (8, 18), (16, 25)]),
+        (20, 10, 0, [(0, 10), (10, 20)]),
+    ],
+)
+def test_windows_cover_the_tokens_with_the_overlap_asked_for(length, size, overlap, expected):
+    tokens = list(range(length))
+    assert split(tokens, size, overlap) == [tokens[a:b] for a, b in expected]
+
+
+@pytest.mark.parametrize(("size", "overlap"), [(0, 0), (10, 10), (10, -1)])
+def test_an_overlap_as_large_as_the_window_is_refused(size, overlap):
+    with pytest.raises(ValueError):
+        split([1, 2, 3], size, overlap)
+
+
+def test_overlap_is_an_eighth_of_a_window_up_to_128_tokens():
+    assert overlap_for(400) == 50
+    assert overlap_for(4000) == 128
+
+
+def _finish(work: Work, engine: FakeEngine, requests, completion_tokens=4):
+    nxt = []
+    for request in requests:
+        finished = Finished(request.request_id, "word " * completion_tokens, len(request.prompt_ids),
+                            completion_tokens, 0, "stop")  # fmt: skip
+        nxt.extend(work.finish(finished))
+    return nxt
+
+
+def test_every_part_prompt_fits_the_context_and_the_parts_are_combined():
+    engine = FakeEngine(max_model_len=100)
+    ids = itertools.count()
+    work = Work("k", "summarize", 20, engine, lambda: str(next(ids)))
+    requests = work.start(" ".join(f"w{i}" for i in range(500)))
+
+    assert len(requests) == work.parts > 5
+    assert all(len(r.prompt_ids) + 20 <= 100 for r in requests)
+    issued = list(requests)
+    while requests:
+        requests = _finish(work, engine, requests)
+        assert all(len(r.prompt_ids) + 20 <= 100 for r in requests)
+        issued.extend(requests)
+    assert work.done
+    assert work.level >= 1
+    assert len(issued) > work.parts  # at least one combining request
+    assert work.completion_tokens == 4 * len(issued)
+    assert work.prompt_tokens == sum(len(r.prompt_ids) for r in issued)
+
+
+def test_combining_that_never_shrinks_stops_after_the_bound():
+    engine = FakeEngine(max_model_len=100)
+    ids = itertools.count()
+    work = Work("k", "summarize", 20, engine, lambda: str(next(ids)))
+    requests = work.start(" ".join(f"w{i}" for i in range(500)))
+    with pytest.raises(DocumentTooLong, match=f"after {MAX_LEVELS} rounds"):
+        while requests:  # summaries as long as the limit allows: the text never gets shorter
+            requests = _finish(work, engine, requests, completion_tokens=70)
+
+
+def test_an_instruction_that_leaves_no_room_for_text_is_refused_with_the_fix():
+    engine = FakeEngine(max_model_len=60)
+    work = Work("k", "word " * 40, 20, engine, lambda: "1")
+    with pytest.raises(DocumentTooLong, match="lower SUMMARIZE_MAX_TOKENS"):
+        work.start("some text " * 50)

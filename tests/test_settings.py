@@ -1,0 +1,88 @@
+"""Settings come from SUMMARIZE_* variables; a bad value is refused naming the variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.errors import SettingsError
+from jobs.settings import DEFAULT_INSTRUCTION, Settings, redact_url
+
+
+def test_with_nothing_set_everything_lives_in_the_data_directory(tmp_path):
+    settings = Settings.from_env({"HOME": str(tmp_path)})
+
+    assert settings.data_dir == tmp_path / ".local" / "share" / "summarize"
+    assert settings.database_url == f"sqlite:///{settings.data_dir.resolve() / 'summarize.db'}"
+    assert settings.embedded_broker
+    assert settings.model_name == "SmolLM2-135M-Instruct"
+    assert settings.profile.name == "throughput"
+    assert settings.instruction == DEFAULT_INSTRUCTION
+    assert settings.summary_max_tokens == 128
+
+
+def test_xdg_data_home_moves_the_data_directory(tmp_path):
+    assert Settings.from_env({"XDG_DATA_HOME": str(tmp_path)}).data_dir == tmp_path / "summarize"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("SUMMARIZE_MAX_TOKENS", "lots", "SUMMARIZE_MAX_TOKENS='lots' must be a whole number from 1 to 8192."),
+        ("SUMMARIZE_MAX_TOKENS", "0", "SUMMARIZE_MAX_TOKENS='0' must be a whole number from 1 to 8192."),
+        ("SUMMARIZE_PROFILE", "fast", "SUMMARIZE_PROFILE='fast' must be one of throughput, latency, long-context."),
+        ("SUMMARIZE_GPU_MEMORY_UTILIZATION", "1.5", "SUMMARIZE_GPU_MEMORY_UTILIZATION='1.5' must be a share of memory from 0.05 to 0.98, such as 0.9."),
+        ("SUMMARIZE_DATABASE_URL", "mysql://x/y", "SUMMARIZE_DATABASE_URL='mysql://x/y' must be a SQLAlchemy URL such as"),
+        ("SUMMARIZE_BROKER_URL", "amqp://guest@x//", "SUMMARIZE_BROKER_URL='amqp://guest@x//' must be a Redis URL such as"),
+        ("SUMMARIZE_FLUSH_INTERVAL_S", "-1", "SUMMARIZE_FLUSH_INTERVAL_S='-1' must be a number of seconds from 0.01 to 60."),
+        ("SUMMARIZE_PROMPT", "   ", "SUMMARIZE_PROMPT='   ' must not be empty."),
+        ("SUMMARIZE_QUEUE", "a queue", "SUMMARIZE_QUEUE='a queue' must be a queue name"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_is_refused_with_a_message_naming_the_variable(variable, value, message):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({variable: value})
+    assert str(caught.value).startswith(message)
+
+
+def test_the_prompt_can_come_from_a_file(tmp_path):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Résume en une phrase.\n", encoding="utf-8")
+    assert (
+        Settings.from_env({"SUMMARIZE_PROMPT_FILE": str(prompt)}).instruction
+        == "Résume en une phrase."
+    )
+
+
+def test_a_missing_prompt_file_is_refused_with_the_fix(tmp_path):
+    with pytest.raises(SettingsError, match="SUMMARIZE_PROMPT_FILE=.* cannot be read"):
+        Settings.from_env({"SUMMARIZE_PROMPT_FILE": str(tmp_path / "nope.txt")})
+
+
+def test_prompt_and_prompt_file_together_are_refused(tmp_path):
+    (tmp_path / "p.txt").write_text("x")
+    with pytest.raises(SettingsError, match="unset one of them"):
+        Settings.from_env(
+            {"SUMMARIZE_PROMPT": "a", "SUMMARIZE_PROMPT_FILE": str(tmp_path / "p.txt")}
+        )
+
+
+def test_profile_knobs_can_be_overridden_one_at_a_time():
+    settings = Settings.from_env({"SUMMARIZE_PROFILE": "latency", "SUMMARIZE_MAX_NUM_SEQS": "4"})
+    assert settings.profile.name == "latency"
+    assert settings.profile.max_num_seqs == 4
+    assert settings.profile.max_model_len == 2048
+
+
+def test_passwords_are_hidden_in_urls():
+    assert redact_url("redis://:s3cret@redis:6379/0") == "redis://:***@redis:6379/0"
+    assert redact_url("postgresql://app:pw@db/x") == "postgresql://app:***@db/x"
+    assert redact_url("rediss://host:6380/0") == "rediss://host:6380/0"
+
+
+def test_a_relative_data_directory_is_made_absolute_for_the_database(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = Settings.from_env({"SUMMARIZE_DATA_DIR": "state"})
+    assert settings.database_url == f"sqlite:///{(tmp_path / 'state').resolve() / 'summarize.db'}"
+    assert settings.data_dir == Path("state")

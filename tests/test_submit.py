@@ -1,0 +1,201 @@
+"""`summarize submit`: rows recorded, messages queued, duplicates answered, bad input reported."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+import redis
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from jobs.cli import main
+from jobs.models import batches, documents, results
+from tests.conftest import write
+
+
+def run(env, *args):
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def queued_messages(env) -> list[dict]:
+    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+    raw = client.lrange(env["SUMMARIZE_QUEUE"], 0, -1)
+    messages = []
+    for item in raw:
+        envelope = json.loads(item)
+        args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
+        messages.append({"task": envelope["headers"]["task"], "args": args, "kwargs": kwargs,
+                         "content_type": envelope["content-type"]})  # fmt: skip
+    return messages
+
+
+def all_rows(db) -> dict[str, sa.Row]:
+    with db.connect() as conn:
+        return {r.source_path.rsplit("/", 1)[-1]: r for r in conn.execute(sa.select(results))}
+
+
+def summary_line(output: str, label: str) -> int:
+    match = re.search(rf"^  {label}\s+([\d,]+)", output, re.M)
+    assert match, output
+    return int(match.group(1).replace(",", ""))
+
+
+def test_submit_records_a_row_and_queues_one_json_message_per_document(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "First document.")
+    write(tmp_path / "in", "sub/b.md", "Second document.")
+
+    result = run(env, "submit", str(tmp_path / "in"), "--batch", "first")
+
+    assert result.exit_code == 0, result.output
+    assert summary_line(result.output, "documents found") == 2
+    assert summary_line(result.output, "queued") == 2
+    rows = all_rows(db)
+    assert {name: r.status for name, r in rows.items()} == {"a.txt": "queued", "b.md": "queued"}
+    assert rows["a.txt"].batch == "first"
+    assert rows["a.txt"].model == "SmolLM2-135M-Instruct"
+    assert rows["a.txt"].attempts == 0
+    messages = queued_messages(env)
+    assert [m["task"] for m in messages] == ["summarize.document"] * 2
+    assert {m["content_type"] for m in messages} == {"application/json"}
+    assert {m["kwargs"]["key"] for m in messages} == {r.result_key for r in rows.values()}
+    with db.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(documents)).scalar() == 2
+        assert conn.execute(sa.select(batches.c.name)).scalars().all() == ["first"]
+
+
+def test_other_files_are_skipped_and_unreadable_ones_become_failed_rows(env, db, tmp_path):
+    folder = tmp_path / "in"
+    write(folder, "good.txt", "Fine text.")
+    write(folder, "image.png", b"\x89PNG")
+    write(folder, "empty.txt", "")
+    write(folder, "latin1.txt", b"caf\xe9")
+    write(folder, "blob.md", b"\x00\x01\x02")
+
+    result = run(env, "submit", str(folder), "--batch", "mixed")
+
+    assert result.exit_code == 0, result.output
+    assert summary_line(result.output, "documents found") == 4
+    assert summary_line(result.output, "queued") == 1
+    assert summary_line(result.output, "skipped") == 1
+    assert summary_line(result.output, "failed to read") == 3
+    assert (
+        "latin1.txt': not valid UTF-8 (byte 0xe9 at offset 3): convert it to UTF-8" in result.output
+    )
+    rows = all_rows(db)
+    assert {n: (r.status, r.error) for n, r in rows.items() if n != "good.txt"} == {
+        "empty.txt": ("failed", "empty file: nothing to summarize"),
+        "latin1.txt": ("failed", "not valid UTF-8 (byte 0xe9 at offset 3): convert it to UTF-8"),
+        "blob.md": ("failed", "binary file (it contains NUL bytes): only text is summarized"),
+    }
+    assert len(queued_messages(env)) == 1
+
+
+def test_a_document_summarized_before_is_answered_from_its_summary(env, db, tmp_path):
+    write(tmp_path / "one", "a.txt", "Same words.")
+    write(tmp_path / "two", "copy.txt", "Same words.")
+    write(tmp_path / "two", "new.txt", "Other words.")
+    run(env, "submit", str(tmp_path / "one"), "--batch", "monday")
+    with db.begin() as conn:  # as the worker would leave it
+        conn.execute(results.update().values(status="succeeded", summary="S.", prompt_tokens=7,
+                                             completion_tokens=2, finish_reason="stop"))  # fmt: skip
+    redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"]).delete(env["SUMMARIZE_QUEUE"])
+
+    result = run(env, "submit", str(tmp_path / "two"), "--batch", "tuesday")
+
+    assert summary_line(result.output, "queued") == 1
+    assert summary_line(result.output, "deduplicated") == 1
+    copy = all_rows(db)["copy.txt"]
+    assert (copy.batch, copy.status, copy.summary, copy.prompt_tokens, copy.deduplicated) == (
+        "tuesday", "succeeded", "S.", 7, True,
+    )  # fmt: skip
+    assert len(queued_messages(env)) == 1
+
+
+def test_the_same_content_twice_in_one_batch_is_queued_once(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "Twin.")
+    write(tmp_path / "in", "b.txt", "Twin.")
+
+    result = run(env, "submit", str(tmp_path / "in"), "--batch", "twins")
+
+    assert summary_line(result.output, "queued") == 1
+    assert summary_line(result.output, "deduplicated") == 1
+    rows = all_rows(db)
+    assert rows["a.txt"].result_key == rows["b.txt"].result_key
+    assert {r.status for r in rows.values()} == {"queued"}
+    assert len(queued_messages(env)) == 1
+
+
+def test_submitting_the_same_batch_again_does_no_work_twice(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "Once.")
+    run(env, "submit", str(tmp_path / "in"), "--batch", "nightly")
+
+    again = run(env, "submit", str(tmp_path / "in"), "--batch", "nightly")
+
+    assert again.exit_code == 0
+    assert summary_line(again.output, "already in batch") == 1
+    assert summary_line(again.output, "queued") == 0
+    assert len(all_rows(db)) == 1
+    assert len(queued_messages(env)) == 1
+
+
+def test_a_batch_name_is_made_from_the_folder_and_time_when_none_is_given(env, db, tmp_path):
+    write(tmp_path / "reports", "a.txt", "Text.")
+    result = run(env, "submit", str(tmp_path / "reports"))
+    assert re.search(r"^Batch reports-\d{8}-\d{6}$", result.output, re.M), result.output
+
+
+def test_a_batch_cannot_change_its_prompt(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "Text.")
+    run(env, "submit", str(tmp_path / "in"), "--batch", "b")
+    result = run(
+        env | {"SUMMARIZE_PROMPT": "Other."}, "submit", str(tmp_path / "in"), "--batch", "b"
+    )
+    assert result.exit_code == 1
+    assert "Error: Batch 'b' was submitted with another model or prompt" in result.output
+    assert "choose another --batch name" in result.output
+
+
+def test_an_unreachable_redis_fails_fast_and_writes_no_rows(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "Text.")
+    env = env | {"SUMMARIZE_BROKER_URL": "redis://:hunter2@127.0.0.1:1/0"}
+
+    result = run(env, "submit", str(tmp_path / "in"), "--batch", "b")
+
+    assert result.exit_code == 5
+    assert "Error: Redis is not reachable at redis://:***@127.0.0.1:1/0" in result.output
+    assert "hunter2" not in result.output
+    assert "unset SUMMARIZE_BROKER_URL to use the embedded one" in result.output
+    assert all_rows(db) == {}
+
+
+@pytest.mark.parametrize("database_url", ["postgresql://postgres@127.0.0.1:1/test"], indirect=False)
+def test_an_unreachable_database_fails_fast_with_the_fix(tmp_path, redis_url, database_url):
+    write(tmp_path / "in", "a.txt", "Text.")
+    env = {"SUMMARIZE_DATA_DIR": str(tmp_path), "SUMMARIZE_DATABASE_URL": database_url,
+           "SUMMARIZE_BROKER_URL": redis_url}  # fmt: skip
+
+    result = run(env, "submit", str(tmp_path / "in"))
+
+    assert result.exit_code == 5
+    assert (
+        "Error: The database at postgresql://postgres@127.0.0.1:1/test is not reachable"
+        in result.output
+    )
+    assert "fix SUMMARIZE_DATABASE_URL" in result.output
+
+
+def test_wait_exits_3_when_a_document_of_the_batch_failed(env, db, tmp_path):
+    write(tmp_path / "in", "empty.txt", "")
+    result = run(env, "submit", str(tmp_path / "in"), "--batch", "bad", "--wait")
+    assert result.exit_code == 3
+    assert "1 of 1 finished: 1 failed" in result.output
+
+
+def test_wait_exits_4_when_the_timeout_passes_first(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "Nobody summarizes me: no worker runs.")
+    result = run(env, "submit", str(tmp_path / "in"), "--batch", "slow", "--wait", "--timeout", "1")
+    assert result.exit_code == 4
+    assert "0 of 1 finished: 1 queued" in result.output

@@ -1,0 +1,178 @@
+"""The worker's one `vllm.LLM`, driven request by request so it never runs dry.
+
+Instead of `LLM.generate(chunk)`, which waits for the slowest sequence of a chunk,
+the drain loop adds requests as documents arrive and calls `step()`; vLLM's
+scheduler admits them into the running batch as other sequences finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+from jobs.errors import EngineError
+from jobs.profiles import Profile
+from jobs.prompt import TEMPERATURE
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One finished engine request, with the engine's own token counts."""
+
+    request_id: str
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None
+    finish_reason: str
+
+
+class Engine(Protocol):
+    """What the drain loop needs of an engine; tests use a deterministic stand-in."""
+
+    max_model_len: int
+
+    def prompt_ids(self, instruction: str, text: str) -> list[int]: ...
+
+    def token_ids(self, text: str) -> list[int]: ...
+
+    def text_of(self, token_ids: list[int]) -> str: ...
+
+    def add(self, request_id: str, prompt_ids: list[int], max_tokens: int) -> None: ...
+
+    def step(self) -> list[Finished]: ...
+
+    def unfinished(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def is_cpu_build() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+class VllmEngine:
+    """`vllm.LLM` built once per worker process with a serving profile."""
+
+    def __init__(self, model: str, profile: Profile, served_name: str):
+        # vLLM reads these at import; keep its CPU build to the cores it is given.
+        os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
+        from vllm import LLM
+
+        cpu = is_cpu_build()
+        memory_share = profile.cpu_memory_utilization if cpu else profile.gpu_memory_utilization
+        _check_memory(memory_share, cpu)
+        self.profile = profile
+        try:
+            self.llm = LLM(
+                model=model,
+                served_model_name=served_name,
+                max_num_seqs=profile.max_num_seqs,
+                max_model_len=profile.max_model_len,
+                max_num_batched_tokens=profile.max_num_batched_tokens,
+                gpu_memory_utilization=memory_share,
+                enable_prefix_caching=True,
+                enforce_eager=cpu,  # torch.compile on the CPU build costs minutes for little
+                seed=0,
+            )
+        except (ValueError, RuntimeError, MemoryError) as exc:
+            raise EngineError(_explain(exc, profile, cpu)) from exc
+        self.engine = self.llm.llm_engine
+        self.tokenizer = self.llm.get_tokenizer()
+        self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+        self._ids = 0
+
+    def prompt_ids(self, instruction: str, text: str) -> list[int]:
+        """The chat prompt: the fixed instruction first (shared, so prefix-cached), then the text."""
+        messages = [{"role": "system", "content": instruction}, {"role": "user", "content": text}]
+        text = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def token_ids(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def text_of(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def add(self, request_id: str, prompt_ids: list[int], max_tokens: int) -> None:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(
+            max_tokens=max_tokens,
+            temperature=TEMPERATURE,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt_ids), params)
+
+    def step(self) -> list[Finished]:
+        finished = []
+        for output in self.engine.step():
+            if not output.finished:
+                continue
+            completion = output.outputs[0]
+            finished.append(
+                Finished(
+                    request_id=output.request_id,
+                    text=completion.text.strip(),
+                    prompt_tokens=len(output.prompt_token_ids or ()),
+                    completion_tokens=len(completion.token_ids),
+                    cached_tokens=output.num_cached_tokens,
+                    finish_reason=completion.finish_reason or "unknown",
+                )
+            )
+        return finished
+
+    def unfinished(self) -> int:
+        return self.engine.get_num_unfinished_requests()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the engine's processes now, rather than at interpreter exit (which can hang)."""
+        self.engine.engine_core.shutdown(timeout=timeout_s)
+
+
+def _check_memory(share: float, cpu: bool) -> None:
+    """Refuse a memory share this machine cannot give, before vLLM fails obscurely."""
+    if not cpu:
+        return
+    import psutil
+
+    memory = psutil.virtual_memory()
+    asked = share * memory.total
+    if asked > memory.available * 0.95:
+        raise EngineError(
+            f"The memory share {share:.2f} asks for {asked / 2**30:.1f} GiB of host memory, but "
+            f"only {memory.available / 2**30:.1f} GiB is free: lower SUMMARIZE_GPU_MEMORY_UTILIZATION "
+            f"(for example to {max(0.05, memory.available * 0.8 / memory.total):.2f}) or "
+            "SUMMARIZE_MAX_NUM_SEQS."
+        )
+
+
+def _explain(exc: Exception, profile: Profile, cpu: bool) -> str:
+    knob = (
+        "SUMMARIZE_GPU_MEMORY_UTILIZATION"
+        if not cpu
+        else "SUMMARIZE_GPU_MEMORY_UTILIZATION (a share of host memory on the CPU build)"
+    )
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lowered = text.lower()
+    if "max_model_len" in lowered or "max model len" in lowered:
+        hint = "lower SUMMARIZE_MAX_MODEL_LEN to what the model supports"
+    elif "memory" in lowered or "kv cache" in lowered or "blocks" in lowered:
+        hint = f"lower SUMMARIZE_MAX_MODEL_LEN or SUMMARIZE_MAX_NUM_SEQS, or change {knob}"
+    else:
+        hint = "check SUMMARIZE_MODEL and the profile's knobs"
+    return (
+        f"The engine could not start with profile {profile.name!r} "
+        f"(max_num_seqs={profile.max_num_seqs}, max_model_len={profile.max_model_len}): "
+        f"{text}. To fix it, {hint}."
+    )

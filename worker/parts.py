@@ -1,0 +1,136 @@
+"""One document's way through the engine, split into parts when it is longer than the context.
+
+A document that fits is one request. A longer one is cut by the model's own
+tokenizer into overlapping windows; their summaries go through the engine in the
+same wave as everyone else's, then are combined by a second pass (and a third,
+if the combined summaries are still too long), up to MAX_LEVELS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from worker.engine import Engine, Finished
+
+MAX_LEVELS = 5
+PROMPT_SLACK_TOKENS = 8  # re-tokenizing a decoded window can add a token or two
+MIN_WINDOW_TOKENS = 32
+COMBINE_NOTE = (
+    "\n\nThe text is a series of summaries of consecutive parts of one long document, "
+    "in order. Summarize the whole document from them."
+)
+
+
+class DocumentTooLong(Exception):
+    """The document cannot be brought within the context, even in parts."""
+
+
+def split(token_ids: list[int], size: int, overlap: int) -> list[list[int]]:
+    """Windows of at most `size` tokens covering `token_ids`, each sharing `overlap` with the last."""
+    if size <= 0 or not 0 <= overlap < size:
+        raise ValueError(f"need 0 <= overlap < size, got size={size}, overlap={overlap}")
+    if len(token_ids) <= size:
+        return [list(token_ids)]
+    windows, start, stride = [], 0, size - overlap
+    while True:
+        windows.append(list(token_ids[start : start + size]))
+        if start + size >= len(token_ids):
+            return windows
+        start += stride
+
+
+def overlap_for(window: int) -> int:
+    """Overlap between windows: an eighth of a window, at most 128 tokens."""
+    return min(128, window // 8)
+
+
+@dataclass(frozen=True)
+class Request:
+    request_id: str
+    prompt_ids: list[int]
+    max_tokens: int
+
+
+@dataclass
+class Work:
+    """A document being summarized: its pending requests and the tokens spent so far."""
+
+    key: str
+    instruction: str
+    max_tokens: int
+    engine: Engine
+    new_id: Callable[[], str]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    parts: int = 0
+    level: int = 0
+    result: Finished | None = None
+    _pending: dict[str, int] = field(default_factory=dict)
+    _texts: list[str | None] = field(default_factory=list)
+
+    def start(self, body: str) -> list[Request]:
+        requests = self._plan(body, self.instruction)
+        self.parts = len(requests)
+        return requests
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    def request_ids(self) -> list[str]:
+        return list(self._pending)
+
+    def finish(self, finished: Finished) -> list[Request]:
+        """Take one finished request; returns the next level's requests when a level completes."""
+        slot = self._pending.pop(finished.request_id)
+        self.prompt_tokens += finished.prompt_tokens
+        self.completion_tokens += finished.completion_tokens
+        self.cached_tokens += finished.cached_tokens or 0
+        self._texts[slot] = finished.text
+        if self._pending:
+            return []
+        if len(self._texts) == 1:
+            self.result = finished
+            return []
+        self.level += 1
+        if self.level >= MAX_LEVELS:
+            raise DocumentTooLong(
+                f"still too long after {MAX_LEVELS} rounds of combining part summaries: "
+                "raise SUMMARIZE_MAX_MODEL_LEN or lower SUMMARIZE_MAX_TOKENS"
+            )
+        combined = "\n\n".join(text or "" for text in self._texts)
+        return self._plan(combined, self.instruction + COMBINE_NOTE)
+
+    def _plan(self, text: str, instruction: str) -> list[Request]:
+        limit = self.engine.max_model_len - self.max_tokens
+        whole = self.engine.prompt_ids(instruction, text)
+        if len(whole) <= limit:
+            return self._issue([whole])
+        overhead = len(self.engine.prompt_ids(instruction, ""))
+        window = limit - overhead - PROMPT_SLACK_TOKENS
+        if window < MIN_WINDOW_TOKENS:
+            raise DocumentTooLong(
+                f"the instruction ({overhead} tokens) and summary length ({self.max_tokens} "
+                f"tokens) leave no room for text in a {self.engine.max_model_len}-token context: "
+                "shorten SUMMARIZE_PROMPT, lower SUMMARIZE_MAX_TOKENS or raise "
+                "SUMMARIZE_MAX_MODEL_LEN"
+            )
+        prompts = []
+        for piece in split(self.engine.token_ids(text), window, overlap_for(window)):
+            prompt = self.engine.prompt_ids(instruction, self.engine.text_of(piece))
+            while len(prompt) > limit:  # decoding and re-encoding merged some tokens differently
+                piece = piece[: len(piece) - (len(prompt) - limit)]
+                prompt = self.engine.prompt_ids(instruction, self.engine.text_of(piece))
+            prompts.append(prompt)
+        return self._issue(prompts)
+
+    def _issue(self, prompts: list[list[int]]) -> list[Request]:
+        self._texts = [None] * len(prompts)
+        requests = []
+        for slot, prompt in enumerate(prompts):
+            request = Request(self.new_id(), prompt, self.max_tokens)
+            self._pending[request.request_id] = slot
+            requests.append(request)
+        return requests

@@ -1,0 +1,161 @@
+"""The worker's writes to `results`: claiming documents, and recording outcomes in one transaction.
+
+Writes are keyed by `result_key` and only touch rows that are still queued or
+running, so a message delivered twice changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from jobs.database import retrying
+from jobs.models import PENDING, batches, documents, results, utcnow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A document the worker took on: its text, prompt, and how many times it has been tried."""
+
+    key: str
+    body: str
+    model: str
+    instruction: str
+    max_tokens: int
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one document, as written to its rows."""
+
+    key: str
+    status: str  # "succeeded", "failed", or "queued" (to be tried again)
+    summary: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    parts: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    retry_in_s: float | None = None  # with status "queued": when to try again
+
+
+class Recorder:
+    def __init__(self, engine: sa.Engine, retry_s: float = 300.0):
+        self.db = engine
+        self._retry = retrying(retry_s)
+
+    def claim(self, keys: list[str]) -> dict[str, Claim]:
+        """Mark the keys' pending rows running (one more attempt); returns those that had any."""
+        return self._retry(self._claim)(keys)
+
+    def _claim(self, keys: list[str]) -> dict[str, Claim]:
+        if not keys:
+            return {}
+        now = utcnow()
+        with self.db.begin() as conn:
+            conn.execute(
+                results.update()
+                .where(results.c.result_key.in_(keys), results.c.status.in_(PENDING))
+                .values(status="running", attempts=results.c.attempts + 1, started_at=now)
+            )
+            rows = conn.execute(
+                sa.select(
+                    results.c.result_key,
+                    sa.func.max(results.c.attempts).label("attempts"),
+                    sa.func.min(results.c.batch).label("batch"),
+                    sa.func.min(results.c.content_hash).label("content_hash"),
+                )
+                .where(results.c.result_key.in_(keys), results.c.status == "running")
+                .group_by(results.c.result_key)
+            ).all()
+            if not rows:
+                return {}
+            bodies = dict(
+                conn.execute(
+                    sa.select(documents.c.content_hash, documents.c.body).where(
+                        documents.c.content_hash.in_({r.content_hash for r in rows})
+                    )
+                ).all()
+            )
+            prompts = {
+                b.name: b
+                for b in conn.execute(
+                    sa.select(batches).where(batches.c.name.in_({r.batch for r in rows}))
+                )
+            }
+        return {
+            r.result_key: Claim(
+                key=r.result_key,
+                body=bodies[r.content_hash],
+                model=prompts[r.batch].model,
+                instruction=prompts[r.batch].instruction,
+                max_tokens=prompts[r.batch].max_tokens,
+                attempts=r.attempts,
+            )
+            for r in rows
+        }
+
+    def record(self, outcomes: list[Outcome]) -> None:
+        """Write every outcome in one transaction (retrying a database that went away)."""
+        if outcomes:
+            self._retry(self._record)(outcomes)
+
+    def _record(self, outcomes: list[Outcome]) -> None:
+        now = utcnow()
+        finals = [o for o in outcomes if o.status != "queued"]
+        again = [o for o in outcomes if o.status == "queued"]
+        with self.db.begin() as conn:
+            if finals:
+                conn.execute(
+                    results.update()
+                    .where(
+                        results.c.result_key == sa.bindparam("k"),
+                        _still_pending,
+                    )
+                    .values(
+                        status=sa.bindparam("s"),
+                        summary=sa.bindparam("v_summary"),
+                        prompt_tokens=sa.bindparam("v_prompt_tokens"),
+                        completion_tokens=sa.bindparam("v_completion_tokens"),
+                        cached_tokens=sa.bindparam("v_cached_tokens"),
+                        parts=sa.bindparam("v_parts"),
+                        finish_reason=sa.bindparam("v_finish_reason"),
+                        error=sa.bindparam("v_error"),
+                        finished_at=now,
+                    ),
+                    [_params(o) for o in finals],
+                )
+            if again:
+                conn.execute(
+                    results.update()
+                    .where(
+                        results.c.result_key == sa.bindparam("k"),
+                        _still_pending,
+                    )
+                    .values(status="queued", error=sa.bindparam("v_error")),
+                    [{"k": o.key, "v_error": o.error} for o in again],
+                )
+
+
+# executemany cannot expand IN (...): spell the pending statuses out.
+_still_pending = sa.or_(*(results.c.status == status for status in PENDING))
+
+
+def _params(o: Outcome) -> dict:
+    return {
+        "k": o.key,
+        "s": o.status,
+        "v_summary": o.summary,
+        "v_prompt_tokens": o.prompt_tokens,
+        "v_completion_tokens": o.completion_tokens,
+        "v_cached_tokens": o.cached_tokens,
+        "v_parts": o.parts,
+        "v_finish_reason": o.finish_reason,
+        "v_error": o.error,
+    }

@@ -1,0 +1,20 @@
+"""The one task: summarize the document behind a result key. Thin on purpose.
+
+The task blocks its pool thread until the drain loop has written the result, so
+Celery acknowledges the message only after the row is committed.
+"""
+
+from __future__ import annotations
+
+from jobs.messages import TASK_NAME
+from worker import runtime
+from worker.app import app
+
+
+@app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True)
+def summarize_document(self, key: str, document: str | None = None, batch: str | None = None):
+    delivery_tag = (self.request.delivery_info or {}).get("delivery_tag")
+    outcome = runtime.drain().summarize(key, delivery_tag).result()
+    if outcome.status == "queued":  # failed, with attempts left: back on the queue after a pause
+        raise self.retry(countdown=outcome.retry_in_s, max_retries=None)
+    return outcome.status
