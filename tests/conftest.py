@@ -13,7 +13,24 @@ import sqlalchemy as sa
 from jobs import database
 from jobs.settings import Settings
 
-LEE = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "lee-background"
+
+def _lee() -> Path:
+    """The 300 news articles beside the checkout (../shared), or where SUMMARIZE_TEST_CORPUS says."""
+    candidates = [
+        os.environ.get("SUMMARIZE_TEST_CORPUS"),
+        Path(__file__).resolve().parents[2] / "shared" / "corpus" / "lee-background",
+        "/work/shared/corpus/lee-background",
+    ]
+    for candidate in filter(None, candidates):
+        if len(list(Path(candidate).glob("*.txt"))) >= 300:
+            return Path(candidate)
+    raise RuntimeError(
+        "The lee-background corpus is not beside the checkout (../shared/corpus/lee-background): "
+        "set SUMMARIZE_TEST_CORPUS to its folder."
+    )
+
+
+LEE = _lee()
 REDIS_URL = os.environ.get("SUMMARIZE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 POSTGRES_URL = os.environ.get(
     "SUMMARIZE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
