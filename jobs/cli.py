@@ -87,22 +87,37 @@ def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, time
         with click.progressbar(length=total, label=f"Submitting {name}", file=sys.stderr,
                                show_pos=True, show_eta=False) as bar:  # fmt: skip
             report = submitting.submit(settings, engine, client, paths, name, lambda: bar.update(1))
-    _print_report(report, settings)
-    if not wait:
-        return
-    with click.progressbar(length=max(report.documents, 1), label=f"Summarizing {name}",
+        _print_report(report, settings)
+        if wait:
+            final = _wait(settings, engine, client, name, timeout, report.documents)
+            _print_progress(final)
+            if not final.done:
+                ctx.exit(errors.EXIT_DEADLINE)
+            if not final.all_succeeded:
+                ctx.exit(errors.EXIT_DOCUMENTS_FAILED)
+
+
+def _wait(settings: Settings, engine, client, name: str, timeout, expected: int):
+    """Wait for the batch with a progress bar, putting back documents whose message was lost."""
+    from jobs import submit as submitting
+    from jobs.requeue import requeue_stranded
+
+    def requeue():
+        try:
+            requeue_stranded(engine, client, settings.queue, batch=name,
+                             older_than_s=submitting.REQUEUE_EVERY_S)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - Redis may be restarting: next time
+            click.echo(f"Could not look for stranded documents: {exc}", err=True)
+
+    with click.progressbar(length=max(expected, 1), label=f"Summarizing {name}",
                            file=sys.stderr, show_pos=True) as bar:  # fmt: skip
 
         def show(now):
             bar.length = max(now.total, 1)
             bar.update(now.finished - bar.pos)
 
-        final = submitting.wait(engine, name, deadline_s=timeout, on_progress=show)
-    _print_progress(final)
-    if not final.done:
-        ctx.exit(errors.EXIT_DEADLINE)
-    if not final.all_succeeded:
-        ctx.exit(errors.EXIT_DOCUMENTS_FAILED)
+        return submitting.wait(engine, name, deadline_s=timeout, on_progress=show,
+                               requeue=requeue)  # fmt: skip
 
 
 def _print_report(report, settings: Settings) -> None:
@@ -201,6 +216,40 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
             f"{s.by_status['running']:>7,} {s.by_status['succeeded']:>9,} "
             f"{s.by_status['failed']:>7,} {s.prompt_tokens:>11,} {s.completion_tokens:>11,} {rate:>7}"
         )
+
+
+@main.command("requeue")
+@click.argument("batch", required=False)
+@click.option("--older-than", "older_than_s", default=60.0, show_default=True, metavar="SECONDS",
+              help="Only rows submitted at least this long ago.")  # fmt: skip
+@click.pass_context
+def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
+    """Queue again the documents the database says are pending but Redis has no message for.
+
+    That happens when Redis lost its data (restarted without persistence, flushed).
+    Workers and `submit --wait` do this on their own every half minute; this does
+    it now. Documents that still have a message are left alone.
+
+    \b
+    Example:
+      summarize requeue nightly-2026-11-29
+    """
+    from jobs import broker, database
+    from jobs.requeue import requeue_stranded
+
+    settings = _settings(ctx)
+    engine = database.connect(settings)
+    database.ensure_schema(settings, engine)
+    with broker.session(settings) as client:
+        done = requeue_stranded(engine, client, settings.queue, older_than_s=older_than_s,
+                                batch=batch)  # fmt: skip
+    if not done.scanned:
+        raise SummarizeError("Redis holds too many messages to compare now: try again when "
+                             "the queue is shorter.")  # fmt: skip
+    documents = "document" if done.documents == 1 else "documents"
+    rows = "row" if done.rows == 1 else "rows"
+    click.echo(f"Queued {done.documents} {documents} again ({done.rows} {rows}) that had no "
+               "message in Redis.")  # fmt: skip
 
 
 @main.group()

@@ -24,6 +24,23 @@ class Profile:
     def knobs(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "use_when"}
 
+    def problems(self) -> list[str]:
+        """Knob combinations the engine cannot run, each with the variable to change."""
+        found = []
+        if self.max_tokens + MIN_PROMPT_TOKENS > self.max_model_len:
+            found.append(
+                f"a summary of {self.max_tokens} tokens leaves no room for the document in a "
+                f"{self.max_model_len}-token context: lower SUMMARIZE_MAX_TOKENS or raise "
+                "SUMMARIZE_MAX_MODEL_LEN"
+            )
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            found.append(
+                f"max_num_batched_tokens={self.max_num_batched_tokens} is below "
+                f"max_num_seqs={self.max_num_seqs}: raise SUMMARIZE_MAX_NUM_BATCHED_TOKENS or "
+                "lower SUMMARIZE_MAX_NUM_SEQS"
+            )
+        return found
+
 
 PROFILES: dict[str, Profile] = {
     profile.name: profile
@@ -62,6 +79,7 @@ PROFILES: dict[str, Profile] = {
 }
 
 DEFAULT_PROFILE = "throughput"
+MIN_PROMPT_TOKENS = 128  # the instruction, the chat template and some of the document
 
 
 def with_overrides(profile: Profile, **overrides: object) -> Profile:

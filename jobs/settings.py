@@ -134,7 +134,10 @@ class Settings:
     )
     max_attempts: int = field(default=3, metadata={"env": "MAX_ATTEMPTS", "parse": _whole(1, 100)})
     visibility_timeout_s: float = field(
-        default=120.0, metadata={"env": "VISIBILITY_TIMEOUT_S", "parse": _seconds(10, 86400)}
+        default=60.0, metadata={"env": "VISIBILITY_TIMEOUT_S", "parse": _seconds(10, 86400)}
+    )
+    stop_grace_s: float = field(
+        default=20.0, metadata={"env": "STOP_GRACE_S", "parse": _seconds(0, 3600)}
     )
     in_flight: int | None = field(
         default=None, metadata={"env": "IN_FLIGHT", "parse": _whole(1, 100_000)}
@@ -180,7 +183,7 @@ class Settings:
     @property
     def profile(self) -> Profile:
         """The serving profile with this process's explicit overrides applied."""
-        return with_overrides(
+        profile = with_overrides(
             PROFILES[self.profile_name],
             max_num_seqs=self.max_num_seqs,
             max_model_len=self.max_model_len,
@@ -189,6 +192,12 @@ class Settings:
             cpu_memory_utilization=self.gpu_memory_utilization,
             max_tokens=self.max_tokens,
         )
+        problems = profile.problems()
+        if problems:
+            raise SettingsError(
+                f"Profile {profile.name!r} cannot run: " + "; ".join(problems) + "."
+            )
+        return profile
 
     @property
     def summary_max_tokens(self) -> int:

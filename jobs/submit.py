@@ -305,6 +305,9 @@ def progress(engine: sa.Engine, batch: str) -> Progress:
     return Progress(sum(counts.values()), counts)
 
 
+REQUEUE_EVERY_S = 30.0
+
+
 def wait(
     engine: sa.Engine,
     batch: str,
@@ -312,9 +315,13 @@ def wait(
     deadline_s: float | None = None,
     poll_s: float = 1.0,
     on_progress: Callable[[Progress], None] = lambda p: None,
+    requeue: Callable[[], object] | None = None,
 ) -> Progress:
-    """Block until every row of the batch is final, or the deadline passes."""
-    start = time.monotonic()
+    """Block until every row of the batch is final, or the deadline passes.
+
+    `requeue` runs every REQUEUE_EVERY_S, to put back documents whose message Redis lost.
+    """
+    start = last_requeue = time.monotonic()
     while True:
         now = progress(engine, batch)
         on_progress(now)
@@ -322,4 +329,7 @@ def wait(
             return now
         if deadline_s is not None and time.monotonic() - start >= deadline_s:
             return now
+        if requeue is not None and time.monotonic() - last_requeue >= REQUEUE_EVERY_S:
+            requeue()
+            last_requeue = time.monotonic()
         time.sleep(poll_s)

@@ -80,5 +80,8 @@ class FakeEngine:
     def unfinished(self) -> int:
         return len(self.running)
 
+    def abort(self, request_ids: list[str]) -> None:
+        self.running = [r for r in self.running if r[0] not in set(request_ids)]
+
     def close(self, timeout_s: float = 10.0) -> None:
         self.closed = True

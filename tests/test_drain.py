@@ -231,3 +231,81 @@ def test_when_the_engine_dies_nothing_is_written_and_the_worker_hands_everything
     assert drain.fatal == [drain]  # the worker process would exit here, acknowledging nothing
     assert not any(f.done() for f in futures)
     assert {r.status for r in rows(db).values()} == {"running"}
+
+
+def test_suspects_of_a_crash_run_apart_from_everyone_else(settings, db, tmp_path, run_drain):
+    keys = submitted(settings, db, tmp_path, {f"{i}.txt": f"doc {i}" for i in range(6)})
+    names = sorted(keys)
+    with db.begin() as conn:  # two documents were in the engine when a worker died
+        conn.execute(
+            results.update()
+            .where(results.c.result_key.in_([keys[names[0]], keys[names[1]]]))
+            .values(status="running", attempts=1)
+        )
+    engine = FakeEngine()
+    batches = []
+    original = engine.step
+
+    def step():
+        batches.append(sorted(r[0] for r in engine.running))
+        return original()
+
+    engine.step = step
+    drain = run_drain(engine)
+
+    futures = [drain.summarize(keys[name]) for name in names]
+    assert {f.result(WAIT_S).status for f in futures} == {"succeeded"}
+
+    # The two suspects ran as a group with nothing else in the engine; the rest together.
+    sizes = sorted(len(b) for b in batches)
+    assert sizes == [2, 4]
+    assert rows(db)[names[0]].attempts == 2
+    assert rows(db)[names[2]].attempts == 1
+
+
+def test_a_suspect_on_its_last_attempt_runs_alone(settings, db, tmp_path, run_drain):
+    keys = submitted(settings, db, tmp_path, {"a.txt": "doc a", "b.txt": "doc b", "c.txt": "c"})
+    with db.begin() as conn:
+        conn.execute(
+            results.update()
+            .where(results.c.result_key.in_([keys["a.txt"], keys["b.txt"]]))
+            .values(status="running", attempts=settings.max_attempts - 1)
+        )
+    engine = FakeEngine()
+    seen = []
+    original = engine.step
+    engine.step = lambda: (seen.append(len(engine.running)), original())[1]
+    drain = run_drain(engine)
+
+    futures = [drain.summarize(k) for k in keys.values()]
+    assert {f.result(WAIT_S).status for f in futures} == {"succeeded"}
+    assert sorted(seen) == [1, 1, 1]
+
+
+def test_shutting_down_hands_back_what_has_not_finished_within_the_grace(
+    settings, db, tmp_path, run_drain
+):
+    keys = list(
+        submitted(settings, db, tmp_path, {f"{i}.txt": f"d {i}" for i in range(4)}).values()
+    )
+    gate = threading.Semaphore(0)
+    engine = FakeEngine(per_step=1, gate=gate)
+    drain = run_drain(engine)
+    futures = [drain.summarize(k) for k in keys[:3]]
+    wait_until(lambda: engine.unfinished() == 3)
+    gate.release()  # one finishes
+    wait_until(lambda: engine.steps == 1)
+
+    drain.begin_shutdown(grace_s=0)
+    late = drain.summarize(keys[3])  # arrives while stopping: handed straight back
+    gate.release()  # let the loop out of its step
+
+    outcomes = [f.result(WAIT_S).status for f in [*futures, late]]
+    assert outcomes.count("succeeded") + outcomes.count("handback") == 4
+    assert outcomes[3] == "handback"
+    assert "handback" in outcomes[:3]
+    assert engine.unfinished() == 0
+    by_key = {r.result_key: r for r in rows(db).values()}
+    for key, outcome in zip(keys, outcomes, strict=True):
+        expected = ("succeeded", 1) if outcome == "succeeded" else ("queued", 0)
+        assert (by_key[key].status, by_key[key].attempts) == expected

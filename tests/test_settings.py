@@ -86,3 +86,29 @@ def test_a_relative_data_directory_is_made_absolute_for_the_database(tmp_path, m
     settings = Settings.from_env({"SUMMARIZE_DATA_DIR": "state"})
     assert settings.database_url == f"sqlite:///{(tmp_path / 'state').resolve() / 'summarize.db'}"
     assert settings.data_dir == Path("state")
+
+
+def test_a_summary_longer_than_the_context_allows_is_refused_naming_both_knobs():
+    settings = Settings.from_env(
+        {"SUMMARIZE_MAX_TOKENS": "2000", "SUMMARIZE_MAX_MODEL_LEN": "2048"}
+    )
+    with pytest.raises(SettingsError) as caught:
+        _ = settings.profile
+    assert str(caught.value) == (
+        "Profile 'throughput' cannot run: a summary of 2000 tokens leaves no room for the document "
+        "in a 2048-token context: lower SUMMARIZE_MAX_TOKENS or raise SUMMARIZE_MAX_MODEL_LEN."
+    )
+
+
+def test_fewer_batched_tokens_than_sequences_is_refused():
+    settings = Settings.from_env({"SUMMARIZE_MAX_NUM_BATCHED_TOKENS": "128"})
+    with pytest.raises(
+        SettingsError,
+        match="raise SUMMARIZE_MAX_NUM_BATCHED_TOKENS or lower SUMMARIZE_MAX_NUM_SEQS",
+    ):
+        _ = settings.profile
+
+
+@pytest.mark.parametrize("name", ["throughput", "latency", "long-context"])
+def test_every_profile_as_shipped_is_valid(name):
+    assert Settings.from_env({"SUMMARIZE_PROFILE": name}).profile.problems() == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 
 import pytest
 import redis
@@ -199,3 +200,24 @@ def test_wait_exits_4_when_the_timeout_passes_first(env, db, tmp_path):
     result = run(env, "submit", str(tmp_path / "in"), "--batch", "slow", "--wait", "--timeout", "1")
     assert result.exit_code == 4
     assert "0 of 1 finished: 1 queued" in result.output
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_folder_of_100000_files_is_submitted_whole(env, db, tmp_path):
+    folder = tmp_path / "many"
+    for i in range(100_000):
+        if i % 1000 == 0:
+            (folder / f"{i // 1000:03d}").mkdir(parents=True)
+        (folder / f"{i // 1000:03d}" / f"{i:06d}.txt").write_text(f"Document number {i}.\n")
+    try:
+        result = run(env, "submit", str(folder), "--batch", "many")
+
+        assert result.exit_code == 0, result.output
+        assert summary_line(result.output, "documents found") == 100_000
+        assert summary_line(result.output, "queued") == 100_000
+        client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+        assert client.llen(env["SUMMARIZE_QUEUE"]) == 100_000
+        with db.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(results)).scalar() == 100_000
+    finally:
+        shutil.rmtree(folder)

@@ -7,6 +7,12 @@ engine, and steps it. Finished documents are written together, in one
 transaction, at most every `flush_interval_s`; only then are their threads
 released, and Celery acknowledges their messages. The engine is never left to
 drain while messages wait: new requests join the running batch between steps.
+
+A document that was taken on before and never finished is a suspect: the worker
+may have died because of it. Suspects run apart from everyone else, in small
+groups and finally alone, so a poison document is isolated and failed after
+`max_attempts`, and the documents that happened to share its engine batch
+succeed.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from jobs.settings import Settings
+from worker import faults
 from worker.engine import Engine, Finished
 from worker.parts import DocumentTooLong, Request, Work
 from worker.recorder import Claim, Outcome, Recorder
@@ -30,6 +37,7 @@ log = logging.getLogger(__name__)
 EXIT_ENGINE_FAILED = 70  # the worker exits so its unacknowledged messages are delivered again
 FLUSH_ROWS = 1024  # write at least this often, whatever the interval
 GATHER_S = 0.1  # when the engine is idle, wait this long for more documents before starting
+SUSPECT_GROUP = 16  # suspects on an attempt before their last run in groups of this size
 
 
 @dataclass(frozen=True)
@@ -40,41 +48,35 @@ class Ticket:
 
 
 def retry_delay_s(attempts: int) -> float:
-    """Backoff before trying a failed document again: 5 s, 20 s, then 60 s."""
-    return float(min(60, 5 * 4 ** max(attempts - 1, 0)))
+    """Backoff before trying a failed document again: 5 s, 15 s, then 30 s."""
+    return float(min(30, 5 * 3 ** max(attempts - 1, 0)))
 
 
 class Drain:
-    def __init__(
-        self,
-        engine: Engine,
-        recorder: Recorder,
-        settings: Settings,
-        *,
-        leases=None,
-        on_fatal=None,
-    ):
+    def __init__(self, engine: Engine, recorder: Recorder, settings: Settings, *, on_fatal=None):
         self.engine = engine
         self.recorder = recorder
         self.model = settings.model_name
         self.max_attempts = settings.max_attempts
         self.flush_interval_s = settings.flush_interval_s
-        self.lease_interval_s = settings.visibility_timeout_s / 4
-        self.leases = leases
         self.on_fatal = on_fatal or _exit_process
         self._intake: queue.SimpleQueue[Ticket] = queue.SimpleQueue()
         self._tickets: dict[str, list[Ticket]] = {}  # by key: everyone waiting on a document
+        self._waiting: dict[str, None] = {}  # keys not yet claimed, in arrival order
         self._claims: dict[str, Claim] = {}  # by key: documents in the engine
         self._requests: dict[str, Work] = {}  # by engine request id
         self._done: list[Outcome] = []  # finished, not yet written
         self._first_done_at = 0.0
+        self._exclusive = False  # suspects are running: admit nobody else
+        self._closing_at: float | None = None  # set by begin_shutdown: hand back by then
         self._ids = itertools.count()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="drain", daemon=True)
+        self.held: frozenset[str] = frozenset()  # delivery tags of messages we hold, for leases
         self.admitted = 0
         self.recorded = 0
 
-    # -- called from Celery's threads -------------------------------------------------------
+    # -- called from other threads ----------------------------------------------------------
 
     def summarize(self, key: str, delivery_tag: str | None = None) -> Future:
         """Queue one document for the engine; the future resolves once its rows are written."""
@@ -88,32 +90,34 @@ class Drain:
     def start(self) -> None:
         self._thread.start()
 
+    def begin_shutdown(self, grace_s: float) -> None:
+        """Hand back what has not started; finish what runs within `grace_s`, hand back the rest."""
+        self._closing_at = time.monotonic() + grace_s
+
     def stop(self, timeout: float | None = None) -> None:
-        """Finish what is in the engine, write it, end the loop, and shut the engine down."""
+        """End the loop once nothing is in hand, and shut the engine down."""
         self._stop.set()
         self._thread.join(timeout)
         self.engine.close()
-        if self.leases:
-            self.leases.close()
 
     # -- the drain thread -------------------------------------------------------------------
 
     def _run(self) -> None:
-        last_lease = time.monotonic()
         try:
             while True:
                 busy = self.engine.unfinished() > 0
-                tickets = self._take(wait_s=0.0 if busy or self._done else 0.2)
+                tickets = self._take(wait_s=0.0 if busy or self._done or self._waiting else 0.2)
                 if tickets:
-                    self._admit(tickets)
+                    self._receive(tickets)
+                if self._closing_at is not None:
+                    self._hand_back()
+                elif self._waiting:
+                    self._admit()
                 if self.engine.unfinished():
                     for finished in self.engine.step():
                         self._finish(finished)
                 if self._done and self._flush_due():
                     self._flush()
-                if self.leases and time.monotonic() - last_lease >= self.lease_interval_s:
-                    self.leases.renew(t.delivery_tag for ts in self._tickets.values() for t in ts)
-                    last_lease = time.monotonic()
                 if self._stop.is_set() and not self._tickets and self._intake.empty():
                     return
         except BaseException as exc:  # the engine or the database is gone: hand everything back
@@ -136,14 +140,40 @@ class Drain:
             except queue.Empty:
                 return tickets
 
-    def _admit(self, tickets: list[Ticket]) -> None:
-        fresh = []
+    def _receive(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:
-            if ticket.key not in self._tickets:
-                fresh.append(ticket.key)
+            if ticket.key not in self._tickets:  # a second delivery of a key in hand just waits
+                self._waiting[ticket.key] = None
             self._tickets.setdefault(ticket.key, []).append(ticket)
-        claims = self.recorder.claim(list(dict.fromkeys(fresh)))
-        for key in dict.fromkeys(fresh):
+        self._update_held()
+
+    def _admit(self) -> None:
+        """Claim and start waiting documents; suspects get the engine to themselves."""
+        if self._exclusive:
+            if self.engine.unfinished():
+                return
+            self._exclusive = False
+        tried = self.recorder.attempts(list(self._waiting))
+        suspects = [k for k in self._waiting if tried.get(k, 0) > 0]
+        if not suspects:
+            self._start(list(self._waiting))
+            return
+        if self.engine.unfinished():
+            return  # let the running batch finish first; the suspects run alone after it
+        if self._done:
+            self._flush()  # if a suspect kills us, what others finished is already written
+        last_try = [k for k in suspects if tried[k] + 1 >= self.max_attempts]
+        group = last_try[:1] or suspects[:SUSPECT_GROUP]
+        log.warning("running %d suspect document(s) apart: a worker stopped while they ran",
+                    len(group))  # fmt: skip
+        self._exclusive = True
+        self._start(group)
+
+    def _start(self, keys: list[str]) -> None:
+        for key in keys:
+            self._waiting.pop(key, None)
+        claims = self.recorder.claim(keys)
+        for key in keys:
             claim = claims.get(key)
             if claim is None:  # finished already (a message delivered twice) or cancelled
                 self._resolve(key, Outcome(key, "skipped"))
@@ -162,6 +192,7 @@ class Drain:
             else:
                 self._claims[key] = claim
                 self.admitted += 1
+                faults.crash_if_poison(claim.body)
 
     def _refuse(self, claim: Claim) -> Outcome | None:
         if claim.attempts > self.max_attempts:
@@ -230,9 +261,12 @@ class Drain:
                 )
             )
 
-    def _drop(self, work: Work) -> None:
-        for request_id in work.request_ids():
+    def _drop(self, work: Work) -> list[str]:
+        """Forget a document's engine requests; returns those still running."""
+        ids = work.request_ids()
+        for request_id in ids:
             self._requests.pop(request_id, None)
+        return ids
 
     def _complete(self, outcome: Outcome) -> None:
         if not self._done:
@@ -243,6 +277,7 @@ class Drain:
         return (
             len(self._done) >= FLUSH_ROWS
             or not self.engine.unfinished()
+            or self._closing_at is not None
             or self._stop.is_set()
             or time.monotonic() - self._first_done_at >= self.flush_interval_s
         )
@@ -258,6 +293,31 @@ class Drain:
     def _resolve(self, key: str, outcome: Outcome) -> None:
         for ticket in self._tickets.pop(key, []):
             ticket.future.set_result(outcome)
+        self._update_held()
+
+    def _update_held(self) -> None:
+        self.held = frozenset(t.delivery_tag for ts in self._tickets.values() for t in ts
+                              if t.delivery_tag)  # fmt: skip
+
+    def _hand_back(self) -> None:
+        """Shutting down: give the queue back what we cannot finish within the grace period."""
+        for key in list(self._waiting):
+            self._waiting.pop(key)
+            self._resolve(key, Outcome(key, "handback"))
+        if self.engine.unfinished() and time.monotonic() < self._closing_at:
+            return
+        unfinished = {work.key: work for work in self._requests.values()}
+        if not unfinished:
+            return
+        if self._done:
+            self._flush()
+        for work in unfinished.values():
+            self.engine.abort(self._drop(work))
+        self.recorder.release(list(unfinished))
+        for key in unfinished:
+            self._claims.pop(key, None)
+            self._resolve(key, Outcome(key, "handback"))
+        log.warning("handed %d unfinished documents back to the queue", len(unfinished))
 
 
 def _exit_process(drain: Drain) -> None:

@@ -2,16 +2,17 @@
 
 Kombu's Redis transport redelivers an unacknowledged message once it is older
 than the visibility timeout. A document waiting its turn in a large engine batch
-can be older than that and still be alive, so the drain loop renews the
-timestamps of the messages it holds. A worker that dies renews nothing, and its
-messages come back within one visibility timeout.
+can be older than that and still be alive, so a thread renews the timestamps of
+the messages this worker holds, every quarter of the timeout. A worker that dies
+renews nothing, and its messages come back within one visibility timeout.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import redis
 
@@ -21,18 +22,31 @@ UNACKED_INDEX = "unacked_index"  # kombu's sorted set of unacknowledged delivery
 
 
 class Leases:
-    def __init__(self, client: redis.Redis):
+    def __init__(self, client: redis.Redis, held: Callable[[], Iterable[str]], interval_s: float):
         self.client = client
+        self.held = held
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="leases", daemon=True)
 
-    def renew(self, delivery_tags: Iterable[str | None]) -> None:
-        now = time.time()
-        tags = {tag: now for tag in delivery_tags if tag}
-        if not tags:
-            return
-        try:
-            self.client.zadd(UNACKED_INDEX, tags, xx=True)
-        except (redis.RedisError, OSError) as exc:
-            log.warning("could not renew %d message leases: %s", len(tags), exc)
+    def start(self) -> None:
+        self._thread.start()
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
         self.client.close()
+
+    def renew(self) -> int:
+        now = time.time()
+        tags = {tag: now for tag in self.held() if tag}
+        if tags:
+            self.client.zadd(UNACKED_INDEX, tags, xx=True)
+        return len(tags)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.renew()
+            except (redis.RedisError, OSError) as exc:
+                log.warning("could not renew the leases of held messages: %s", exc)

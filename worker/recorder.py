@@ -34,7 +34,7 @@ class Outcome:
     """What became of one document, as written to its rows."""
 
     key: str
-    status: str  # "succeeded", "failed", or "queued" (to be tried again)
+    status: str  # "succeeded", "failed", "queued" (to be tried again), "skipped", "handback"
     summary: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -49,6 +49,36 @@ class Recorder:
     def __init__(self, engine: sa.Engine, retry_s: float = 300.0):
         self.db = engine
         self._retry = retrying(retry_s)
+
+    def attempts(self, keys: list[str]) -> dict[str, int]:
+        """How many times each key's pending rows were taken on before (keys with none: absent)."""
+        return self._retry(self._attempts)(keys)
+
+    def _attempts(self, keys: list[str]) -> dict[str, int]:
+        if not keys:
+            return {}
+        with self.db.connect() as conn:
+            return dict(
+                conn.execute(
+                    sa.select(results.c.result_key, sa.func.max(results.c.attempts))
+                    .where(results.c.result_key.in_(keys), results.c.status.in_(PENDING))
+                    .group_by(results.c.result_key)
+                ).all()
+            )
+
+    def release(self, keys: list[str]) -> None:
+        """Give documents back unfinished: queued again, and this attempt does not count."""
+        self._retry(self._release)(keys)
+
+    def _release(self, keys: list[str]) -> None:
+        if not keys:
+            return
+        with self.db.begin() as conn:
+            conn.execute(
+                results.update()
+                .where(results.c.result_key.in_(keys), results.c.status == "running")
+                .values(status="queued", attempts=results.c.attempts - 1, started_at=None)
+            )
 
     def claim(self, keys: list[str]) -> dict[str, Claim]:
         """Mark the keys' pending rows running (one more attempt); returns those that had any."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 
-from jobs import broker
 from jobs.database import connect, ensure_schema
 from jobs.settings import Settings
 from worker.drain import Drain
@@ -21,7 +20,6 @@ _lock = threading.Lock()
 def build(settings: Settings) -> Drain:
     """Load the model into the engine and start the drain loop."""
     from worker.engine import VllmEngine
-    from worker.leases import Leases
     from worker.model import resolve
     from worker.recorder import Recorder
 
@@ -29,7 +27,7 @@ def build(settings: Settings) -> Drain:
     database = connect(settings)
     ensure_schema(settings, database)
     engine = VllmEngine(model, settings.profile, settings.model_name)
-    drain = Drain(engine, Recorder(database), settings, leases=Leases(broker.connect(settings)))
+    drain = Drain(engine, Recorder(database), settings)
     drain.start()
     return drain
 

@@ -2,7 +2,9 @@
 
 One process, one engine. Celery's thread pool holds `in_flight` messages (twice
 the profile's `max_num_seqs` by default), so the engine always has a second wave
-waiting behind the sequences it is running.
+waiting behind the sequences it is running. Beside it run two small threads: one
+renews the leases of the messages we hold, one puts back on the queue any
+document whose message Redis lost.
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ from pathlib import Path
 
 import redis
 
-from jobs import broker
+from jobs import broker, requeue
+from jobs.database import connect
 from jobs.settings import Settings
 from worker import runtime
 from worker.app import configure
+from worker.leases import Leases
 from worker.model import resolve as resolve_model
 
 log = logging.getLogger("summarize.worker")
 
 BURST_GRACE_S = 3.0  # how long the queue must stay empty before a burst worker leaves
+REQUEUE_EVERY_S = 30.0  # how often to look for documents whose message Redis lost
 
 
 def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> int:
@@ -48,6 +53,13 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         runtime.install(drain)
         log.info("engine ready in %.1f s", time.monotonic() - started)
         app = configure(settings)
+        _on_shutdown(lambda: drain.begin_shutdown(settings.stop_grace_s))
+        leases = Leases(broker.connect(settings), lambda: drain.held | _scheduled_tags(),
+                        settings.visibility_timeout_s / 4)  # fmt: skip
+        leases.start()
+        stop = threading.Event()
+        sweeper = threading.Thread(target=_requeue_stranded, args=(settings, stop), daemon=True)
+        sweeper.start()
         worker = app.Worker(
             pool="threads",
             concurrency=in_flight,
@@ -60,25 +72,64 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         )
         if burst:
             watcher = threading.Thread(
-                target=_stop_when_drained, args=(client, drain, settings.queue), daemon=True
+                target=_stop_when_drained, args=(settings, client, drain), daemon=True
             )
             watcher.start()
         worker.start()
+        stop.set()
+        leases.stop()
         drain.stop()
         log.info("stopped: %d documents admitted, %d written", drain.admitted, drain.recorded)
         return worker.exitcode or 0
 
 
-def _stop_when_drained(client: redis.Redis, drain, queue: str) -> None:
+def _on_shutdown(callback) -> None:
+    """Run `callback` as Celery begins a warm shutdown (SIGTERM, SIGINT, or --burst's end)."""
+    from celery.signals import worker_shutting_down
+
+    worker_shutting_down.connect(lambda **_: callback(), weak=False)
+
+
+def _scheduled_tags() -> frozenset[str]:
+    """Delivery tags of retries Celery holds until their countdown ends."""
+    from celery.worker import state
+
+    for _ in range(3):
+        try:
+            return frozenset(
+                r.delivery_info.get("delivery_tag")
+                for r in list(state.scheduled_requests)
+                if r.delivery_info
+            )
+        except RuntimeError:  # the set changed while we looked
+            continue
+    return frozenset()
+
+
+def _requeue_stranded(settings: Settings, stop: threading.Event) -> None:
+    """Every REQUEUE_EVERY_S: queue again what the database says is pending and Redis lost."""
+    db = connect(settings)
+    client = None
+    while not stop.wait(REQUEUE_EVERY_S):
+        try:
+            client = client or broker.connect(settings)
+            requeue.requeue_stranded(db, client, settings.queue, older_than_s=REQUEUE_EVERY_S)
+        except Exception as exc:  # noqa: BLE001 - Redis or the database is down: next time
+            log.warning("could not look for stranded documents: %s", exc)
+            client = None
+
+
+def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
     """For --burst: ask Celery to stop once the queue and this worker have been empty a while."""
     from celery.worker import state
 
+    db = connect(settings)
     idle_since = None
     while True:
         time.sleep(0.5)
         try:
             # Unacknowledged messages are in a worker's hands, or come back when it died.
-            queued = broker.queue_length(client, queue) + client.hlen("unacked")
+            queued = broker.queue_length(client, settings.queue) + client.hlen(requeue.UNACKED)
         except (redis.RedisError, OSError):
             idle_since = None
             continue
@@ -93,10 +144,19 @@ def _stop_when_drained(client: redis.Redis, drain, queue: str) -> None:
             idle_since = None
             continue
         idle_since = idle_since or time.monotonic()
-        if time.monotonic() - idle_since >= BURST_GRACE_S:
-            log.info("burst: the queue is empty, stopping")
-            state.should_stop = 0
-            return
+        if time.monotonic() - idle_since < BURST_GRACE_S:
+            continue
+        try:  # before leaving, make sure no pending document lost its message
+            if requeue.requeue_stranded(db, client, settings.queue, older_than_s=0).documents:
+                idle_since = None
+                continue
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not look for stranded documents: %s", exc)
+            idle_since = None
+            continue
+        log.info("burst: the queue is empty, stopping")
+        state.should_stop = 0
+        return
 
 
 def _logging(level: str) -> None:

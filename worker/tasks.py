@@ -6,6 +6,8 @@ Celery acknowledges the message only after the row is committed.
 
 from __future__ import annotations
 
+from celery.exceptions import Reject
+
 from jobs.messages import TASK_NAME
 from worker import runtime
 from worker.app import app
@@ -17,4 +19,6 @@ def summarize_document(self, key: str, document: str | None = None, batch: str |
     outcome = runtime.drain().summarize(key, delivery_tag).result()
     if outcome.status == "queued":  # failed, with attempts left: back on the queue after a pause
         raise self.retry(countdown=outcome.retry_in_s, max_retries=None)
+    if outcome.status == "handback":  # the worker is stopping: to the front of the queue, now
+        raise Reject("the worker is shutting down", requeue=True)
     return outcome.status

@@ -1,0 +1,368 @@
+#!/usr/bin/env python
+"""Throughput benchmark: summarize's pipeline against vLLM by hand and a Hugging Face loop.
+
+    python scripts/bench.py                       # all modes on ../shared/corpus/lee-background
+    python scripts/bench.py --modes raw,pipeline  # just these
+    python scripts/bench.py --corpus DIR --max-tokens 64 --docs 96
+
+Modes, each on the same documents, model, profile and greedy sampling, one after another:
+  raw       one LLM.generate call over every document at once (the ceiling)
+  pipeline  the real path: `summarize submit` into Redis, a running `summarize worker`,
+            rows in the database; timed from the first submit to the last row committed,
+            with the model already loaded and warmed up on other documents
+  hf        transformers `generate` in static batches, at the best of a few batch sizes
+  submit    `summarize submit` alone on 100,000 small generated files: documents per
+            second into Redis and the database, and its peak memory (also on 10,000 files,
+            to show memory does not grow with the corpus)
+
+It prints documents and output tokens per second for each mode, then one line of ratios:
+`pipeline/raw=… raw/hf=… pipeline/hf=…`. Settings (SUMMARIZE_PROFILE, SUMMARIZE_MODEL, …)
+are read from the environment as the worker reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus" / "lee-background"
+SAMPLES = ROOT / "samples"  # warm-up documents, distinct from the measured ones
+
+
+def documents(folder: Path, limit: int | None) -> list[str]:
+    paths = sorted(p for p in folder.rglob("*") if p.suffix.lower() in (".txt", ".md"))
+    return [p.read_text(encoding="utf-8") for p in paths[:limit]]
+
+
+def child(mode: str, args: argparse.Namespace) -> dict:
+    """Run one engine mode in a fresh process, so no two engines share the machine."""
+    command = [sys.executable, __file__, "--_child", mode, *sys.argv[1:]]
+    done = subprocess.run(command, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        sys.stderr.write(done.stderr[-5000:])
+        raise SystemExit(f"{mode} failed (exit {done.returncode})")
+    return json.loads(lines[-1])
+
+
+# -- raw: vLLM by hand -----------------------------------------------------------------------
+
+
+def run_raw(args) -> dict:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from jobs.settings import Settings
+    from worker.engine import VllmEngine
+    from worker.model import resolve
+
+    settings = Settings.from_env()
+    engine = VllmEngine(resolve(settings), settings.profile, settings.model_name)
+    limit = engine.max_model_len - args.max_tokens
+    prompts = [
+        engine.prompt_ids(settings.instruction, d) for d in documents(args.corpus, args.docs)
+    ]
+    if any(len(p) > limit for p in prompts):
+        raise SystemExit(
+            "raw mode needs documents that fit the context: raise SUMMARIZE_MAX_MODEL_LEN"
+        )
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
+    warm = [engine.prompt_ids(settings.instruction, d) for d in documents(SAMPLES, None)]
+    engine.llm.generate([TokensPrompt(prompt_token_ids=p) for p in warm], params, use_tqdm=False)
+    started = time.perf_counter()
+    outputs = engine.llm.generate(
+        [TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False
+    )
+    seconds = time.perf_counter() - started
+    engine.close()
+    tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
+    return {"mode": "raw", "docs": len(outputs), "seconds": seconds, "output_tokens": tokens}
+
+
+# -- pipeline: the real thing ----------------------------------------------------------------
+
+
+def run_pipeline(args) -> dict:
+    import sqlalchemy as sa
+
+    from jobs import database
+    from jobs.models import results
+    from jobs.settings import Settings
+
+    work = Path(tempfile.mkdtemp(prefix="summarize-bench-"))
+    env = os.environ | {
+        "SUMMARIZE_DATA_DIR": str(work / "data"),
+        "SUMMARIZE_QUEUE": f"bench-{os.getpid()}",
+        "SUMMARIZE_MAX_TOKENS": str(args.max_tokens),
+    }
+    if "SUMMARIZE_DATABASE_URL" not in os.environ:
+        env["SUMMARIZE_DATABASE_URL"] = f"sqlite:///{work / 'data' / 'summarize.db'}"
+    if "SUMMARIZE_MODEL" not in os.environ:
+        env["SUMMARIZE_MODEL"] = str(Settings.from_env().default_model_dir)
+    corpus = work / "corpus"
+    corpus.mkdir()
+    for i, text in enumerate(documents(args.corpus, args.docs)):
+        (corpus / f"{i:06d}.txt").write_text(text, encoding="utf-8")
+    summarize = [sys.executable, "-m", "jobs.cli"]
+    log = open(work / "worker.log", "wb")  # noqa: SIM115
+    worker = subprocess.Popen([*summarize, "worker"], env=env, stdout=log, stderr=log,
+                              start_new_session=True)  # fmt: skip
+    try:
+        subprocess.run([*summarize, "submit", str(SAMPLES), "--batch", "warm-up", "--wait",
+                        "--timeout", "900"], env=env, check=True, capture_output=True)  # fmt: skip
+        started = time.time()
+        subprocess.run([*summarize, "submit", str(corpus), "--batch", "bench", "--wait",
+                        "--timeout", "7200"], env=env, check=True, capture_output=True)  # fmt: skip
+        settings = Settings.from_env(env)
+        db = database.connect(settings)
+        with db.connect() as conn:
+            row = conn.execute(
+                sa.select(
+                    sa.func.count(),
+                    sa.func.sum(results.c.completion_tokens),
+                    sa.func.max(results.c.finished_at),
+                    sa.func.sum(sa.case((results.c.status == "succeeded", 1), else_=0)),
+                ).where(results.c.batch == "bench")
+            ).one()
+        db.dispose()
+        last = row[2] if isinstance(row[2], datetime) else datetime.fromisoformat(row[2])
+        if last.tzinfo is None:  # SQLite keeps no time zone; we write UTC
+            last = last.replace(tzinfo=timezone.utc)
+        seconds = last.timestamp() - started
+        if row[3] != row[0]:
+            raise SystemExit(f"only {row[3]} of {row[0]} documents succeeded")
+        return {
+            "mode": "pipeline",
+            "docs": row[0],
+            "seconds": seconds,
+            "output_tokens": int(row[1]),
+        }
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# -- hf: a Hugging Face transformers loop ----------------------------------------------------
+
+
+def run_hf(args) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from jobs.settings import Settings
+    from worker.model import resolve
+
+    settings = Settings.from_env()
+    model_path = resolve(settings)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+
+    def prompt(text: str) -> list[int]:
+        messages = [{"role": "system", "content": settings.instruction},
+                    {"role": "user", "content": text}]  # fmt: skip
+        rendered = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+        return tokenizer.encode(rendered, add_special_tokens=False)
+
+    def generate(model, prompts: list[list[int]], batch: int) -> int:
+        produced = 0
+        for start in range(0, len(prompts), batch):
+            chunk = prompts[start : start + batch]
+            padded = tokenizer.pad({"input_ids": chunk}, return_tensors="pt")
+            with torch.inference_mode():
+                out = model.generate(**padded, max_new_tokens=args.max_tokens, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+            for row in out[:, padded["input_ids"].shape[1] :]:
+                tokens = row.tolist()
+                eos = [i for i, t in enumerate(tokens) if t == tokenizer.eos_token_id]
+                produced += (eos[0] + 1) if eos else len(tokens)
+        return produced
+
+    prompts = [prompt(d) for d in documents(args.corpus, args.hf_docs or args.docs)]
+    trial = [prompt(d) for d in documents(args.corpus, 32)]
+    best = None
+    for dtype in (torch.bfloat16, torch.float32):
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
+        generate(model, trial[:4], 4)  # warm-up
+        for batch in args.hf_batch_sizes:
+            started = time.perf_counter()
+            generate(model, trial, batch)
+            rate = len(trial) / (time.perf_counter() - started)
+            print(
+                f"hf trial: {dtype} batch {batch}: {rate:.2f} docs/s", file=sys.stderr, flush=True
+            )
+            if best is None or rate > best[0]:
+                best = (rate, dtype, batch)
+        del model
+    _, dtype, batch = best
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
+    generate(model, trial[:4], 4)
+    started = time.perf_counter()
+    tokens = generate(model, prompts, batch)
+    seconds = time.perf_counter() - started
+    return {"mode": "hf", "docs": len(prompts), "seconds": seconds, "output_tokens": tokens,
+            "note": f"batch {batch}, {str(dtype).replace('torch.', '')}"}  # fmt: skip
+
+
+# -- submit: the producer alone --------------------------------------------------------------
+
+
+def run_submit(args) -> dict:
+    figures = {}
+    for count in (args.submit_files // 10, args.submit_files):
+        work = Path(tempfile.mkdtemp(prefix="summarize-submit-bench-"))
+        try:
+            folder = work / "files"
+            make_files(folder, count)
+            env = os.environ | {"SUMMARIZE_DATA_DIR": str(work / "data"),
+                                "SUMMARIZE_QUEUE": f"submit-bench-{os.getpid()}"}  # fmt: skip
+            if "SUMMARIZE_DATABASE_URL" not in os.environ:
+                env["SUMMARIZE_DATABASE_URL"] = f"sqlite:///{work / 'data' / 'summarize.db'}"
+            if args.embedded_submit:
+                env.pop("SUMMARIZE_BROKER_URL", None)
+            # Create the schema first, so the measurement is of submitting alone.
+            subprocess.run([sys.executable, "-m", "jobs.cli", "db", "upgrade"], env=env,
+                           check=True, capture_output=True)  # fmt: skip
+            started = time.perf_counter()
+            process = subprocess.Popen([sys.executable, "-m", "jobs.cli", "submit", str(folder),
+                                        "--batch", "submit-bench"], env=env,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+            _, status, usage = os.wait4(process.pid, 0)
+            seconds = time.perf_counter() - started
+            if status != 0:
+                raise SystemExit(f"submit failed: {process.stderr.read().decode()[-2000:]}")
+            figures[count] = (count / seconds, usage.ru_maxrss / 1024)
+            if not env.get("SUMMARIZE_BROKER_URL"):
+                from jobs.broker import EmbeddedRedis
+                from jobs.settings import Settings
+
+                EmbeddedRedis(Settings.from_env(env)).stop()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    (small, (_, small_rss)), (large, (rate, large_rss)) = sorted(figures.items())
+    return {"mode": "submit", "files": large, "docs_per_s": rate, "peak_rss_mb": large_rss,
+            "small_files": small, "small_peak_rss_mb": small_rss}  # fmt: skip
+
+
+def make_files(folder: Path, count: int) -> None:
+    """Small, distinct news-like documents in folders of 1,000."""
+    words = [
+        "council",
+        "river",
+        "school",
+        "budget",
+        "storm",
+        "league",
+        "minister",
+        "harbour",
+        "bakery",
+        "museum",
+        "report",
+        "vote",
+        "road",
+        "library",
+        "hospital",
+        "market",
+        "festival",
+        "court",
+        "station",
+        "bridge",
+    ]
+    rng = random.Random(count)
+    for i in range(count):
+        sub = folder / f"{i // 1000:04d}"
+        if i % 1000 == 0:
+            sub.mkdir(parents=True)
+        body = " ".join(rng.choice(words) for _ in range(40))
+        (sub / f"{i:07d}.txt").write_text(f"Document {i}. {body}.\n")
+
+
+# -- the report ------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--modes", default="raw,pipeline,hf,submit")
+    parser.add_argument("--docs", type=int, default=None, help="use only the first N documents")
+    parser.add_argument("--hf-docs", type=int, default=None,
+                        help="hf only: the first N documents (hf is slow); rates stay comparable")  # fmt: skip
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="summary length (default: the profile's)")  # fmt: skip
+    parser.add_argument("--hf-batch-sizes", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[8, 16, 32])  # fmt: skip
+    parser.add_argument("--submit-files", type=int, default=100_000)
+    parser.add_argument("--embedded-submit", action="store_true",
+                        help="submit mode: use the embedded Redis even if SUMMARIZE_BROKER_URL is set")  # fmt: skip
+    parser.add_argument("--_child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.max_tokens is None:
+        from jobs.settings import Settings
+
+        args.max_tokens = Settings.from_env().summary_max_tokens
+    os.environ["SUMMARIZE_MAX_TOKENS"] = str(args.max_tokens)
+    if args._child:
+        runner = {"raw": run_raw, "hf": run_hf}[args._child]
+        print(json.dumps(runner(args)), flush=True)
+        return
+
+    modes = args.modes.split(",")
+    print(f"corpus {args.corpus} ({len(documents(args.corpus, args.docs))} documents), "
+          f"max_tokens {args.max_tokens}, profile {os.environ.get('SUMMARIZE_PROFILE', 'throughput')}",
+          flush=True)  # fmt: skip
+    measured = {}
+    for mode in modes:
+        if mode in ("raw", "hf"):
+            measured[mode] = child(mode, args)
+        elif mode == "pipeline":
+            measured[mode] = run_pipeline(args)
+        elif mode == "submit":
+            measured[mode] = run_submit(args)
+        else:
+            raise SystemExit(f"unknown mode {mode!r}")
+        report(measured[mode])
+    rates = {m: r["docs"] / r["seconds"] for m, r in measured.items() if "seconds" in r}
+    ratios = [f"{a}/{b}={rates[a] / rates[b]:.2f}"
+              for a, b in (("pipeline", "raw"), ("raw", "hf"), ("pipeline", "hf"))
+              if a in rates and b in rates]  # fmt: skip
+    if ratios:
+        print(" ".join(ratios))
+
+
+def report(result: dict) -> None:
+    if result["mode"] == "submit":
+        print(f"submit    {result['files']:>7,} files  {result['docs_per_s']:>8,.0f} docs/s  "
+              f"peak RSS {result['peak_rss_mb']:.0f} MB ({result['small_files']:,} files: "
+              f"{result['small_peak_rss_mb']:.0f} MB)", flush=True)  # fmt: skip
+        return
+    docs_s = result["docs"] / result["seconds"]
+    tokens_s = result["output_tokens"] / result["seconds"]
+    note = f"  ({result['note']})" if result.get("note") else ""
+    print(f"{result['mode']:<9} {result['docs']:>7,} docs  {result['seconds']:>8.1f} s  "
+          f"{docs_s:>7.2f} docs/s  {tokens_s:>8.1f} output tokens/s{note}", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+    main()

@@ -1,0 +1,51 @@
+"""Starting the engine: a memory share the machine cannot give is refused before vLLM loads."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from jobs.errors import EngineError
+from jobs.profiles import PROFILES
+from worker.engine import _check_memory, _explain
+
+GiB = 2**30
+
+
+def test_a_cpu_memory_share_larger_than_free_memory_is_refused_with_the_knob_to_lower():
+    memory = SimpleNamespace(total=24 * GiB, available=10 * GiB)
+    with pytest.raises(EngineError) as caught:
+        _check_memory(0.9, cpu=True, memory=memory)
+    assert str(caught.value) == (
+        "The memory share 0.90 asks for 21.6 GiB of host memory, but only 10.0 GiB is free: "
+        "lower SUMMARIZE_GPU_MEMORY_UTILIZATION (for example to 0.33) or SUMMARIZE_MAX_NUM_SEQS."
+    )
+
+
+def test_a_share_that_fits_is_accepted():
+    _check_memory(0.4, cpu=True, memory=SimpleNamespace(total=24 * GiB, available=20 * GiB))
+
+
+def test_on_a_gpu_the_share_is_left_to_vllm():
+    _check_memory(0.95, cpu=False, memory=SimpleNamespace(total=1, available=0))
+
+
+def test_a_kv_cache_too_small_for_the_context_names_the_knobs():
+    error = ValueError("To serve at least one request with the models's max seq len (8192), "
+                       "(1.5 GiB KV cache is needed, which is larger than the available KV cache memory")  # fmt: skip
+    message = _explain(error, PROFILES["long-context"], cpu=True)
+    assert message.startswith("The engine could not start with profile 'long-context' "
+                              "(max_num_seqs=32, max_model_len=8192): To serve")  # fmt: skip
+    assert message.endswith(
+        "To fix it, lower SUMMARIZE_MAX_MODEL_LEN, or raise SUMMARIZE_GPU_MEMORY_UTILIZATION "
+        "(a share of host memory here)."
+    )
+
+
+def test_a_context_longer_than_the_model_supports_names_the_knob():
+    error = ValueError(
+        "User-specified max_model_len (16384) is greater than the derived max_model_len"
+    )
+    message = _explain(error, PROFILES["long-context"], cpu=False)
+    assert message.endswith("To fix it, lower SUMMARIZE_MAX_MODEL_LEN to what the model supports.")

@@ -1,0 +1,86 @@
+"""The database is the source of truth: documents whose message Redis lost are queued again."""
+
+from __future__ import annotations
+
+import json
+
+import redis
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from jobs.cli import main
+from jobs.models import results
+from jobs.requeue import UNACKED, requeue_stranded
+from tests.conftest import write
+
+
+def submit(env, folder, batch="b"):
+    result = CliRunner().invoke(main, ["submit", str(folder), "--batch", batch], env=env)
+    assert result.exit_code == 0, result.output
+
+
+def statuses(db):
+    with db.connect() as conn:
+        return sorted(conn.execute(sa.select(results.c.status)).scalars())
+
+
+def test_nothing_is_requeued_while_every_document_has_its_message(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "A.")
+    submit(env, tmp_path / "in")
+    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+
+    done = requeue_stranded(db, client, env["SUMMARIZE_QUEUE"], older_than_s=0)
+
+    assert (done.documents, done.rows, done.scanned) == (0, 0, True)
+    assert client.llen(env["SUMMARIZE_QUEUE"]) == 1
+
+
+def test_after_redis_loses_everything_pending_documents_are_queued_again(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "A.")
+    write(tmp_path / "in", "b.txt", "B.")
+    write(tmp_path / "in", "twin.txt", "B.")
+    submit(env, tmp_path / "in")
+    with db.begin() as conn:  # a worker had taken one on when Redis went away
+        conn.execute(results.update().where(results.c.source_path.like("%a.txt"))
+                     .values(status="running", attempts=1))  # fmt: skip
+    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+    client.flushdb()
+
+    done = requeue_stranded(db, client, env["SUMMARIZE_QUEUE"], older_than_s=0)
+
+    assert (done.documents, done.rows) == (2, 3)
+    assert client.llen(env["SUMMARIZE_QUEUE"]) == 2
+    assert statuses(db) == ["queued", "queued", "queued"]
+
+
+def test_a_message_held_by_a_worker_is_not_stranded(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "A.")
+    submit(env, tmp_path / "in")
+    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+    message = client.rpop(env["SUMMARIZE_QUEUE"])  # as kombu does when a worker takes it
+    client.hset(UNACKED, "tag-1", json.dumps([json.loads(message), "", env["SUMMARIZE_QUEUE"]]))
+
+    done = requeue_stranded(db, client, env["SUMMARIZE_QUEUE"], older_than_s=0)
+
+    assert done.documents == 0
+    assert client.llen(env["SUMMARIZE_QUEUE"]) == 0
+
+
+def test_documents_submitted_a_moment_ago_are_left_alone(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "A.")
+    submit(env, tmp_path / "in")
+    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+    client.flushdb()
+
+    assert requeue_stranded(db, client, env["SUMMARIZE_QUEUE"], older_than_s=60).documents == 0
+
+
+def test_the_requeue_command_reports_what_it_put_back(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "A.")
+    submit(env, tmp_path / "in", batch="night")
+    redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"]).flushdb()
+
+    result = CliRunner().invoke(main, ["requeue", "night", "--older-than", "0"], env=env)
+
+    assert result.exit_code == 0, result.output
+    assert result.output == "Queued 1 document again (1 row) that had no message in Redis.\n"
