@@ -1,0 +1,75 @@
+"""The dashboard views (migration 0002) as typed SQLAlchemy selectables, for Python readers.
+
+The views are SQL, created by `migrations/versions/0002_dashboard_views.py`; they
+are not part of `Base.metadata`, so Alembic never tries to create them as tables.
+Typing their columns here lets SQLAlchemy turn SQLite's timestamp text into
+datetimes, so a reader gets the same values from SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import sqlalchemy as sa
+
+
+def _figures() -> tuple[sa.ColumnClause, ...]:
+    """The figures both stats views share (a column can belong to one table only)."""
+    return (
+        sa.column("succeeded", sa.Integer),
+        sa.column("failed", sa.Integer),
+        sa.column("cancelled", sa.Integer),
+        sa.column("deduplicated", sa.Integer),
+        sa.column("prompt_tokens", sa.Integer),
+        sa.column("completion_tokens", sa.Integer),
+        sa.column("cached_tokens", sa.Integer),
+        sa.column("first_started_at", sa.DateTime(timezone=True)),
+        sa.column("last_finished_at", sa.DateTime(timezone=True)),
+        sa.column("wall_s", sa.Float),
+        sa.column("documents_per_s", sa.Float),
+        sa.column("completion_tokens_per_s", sa.Float),
+        sa.column("failure_rate", sa.Float),
+        sa.column("p50_document_s", sa.Float),
+        sa.column("p95_document_s", sa.Float),
+    )
+
+
+batch_stats = sa.table(
+    "batch_stats",
+    sa.column("batch", sa.String),
+    sa.column("model", sa.String),
+    sa.column("created_at", sa.DateTime(timezone=True)),
+    sa.column("documents", sa.Integer),
+    sa.column("queued", sa.Integer),
+    sa.column("running", sa.Integer),
+    *_figures(),
+)
+
+daily_stats = sa.table(
+    "daily_stats",
+    sa.column("day", sa.Date),
+    sa.column("batches", sa.Integer),
+    sa.column("documents", sa.Integer),
+    *_figures(),
+)
+
+failures = sa.table(
+    "failures",
+    sa.column("source_path", sa.Text),
+    sa.column("batch", sa.String),
+    sa.column("content_hash", sa.String),
+    sa.column("attempts", sa.Integer),
+    sa.column("error", sa.Text),
+    sa.column("finished_at", sa.DateTime(timezone=True)),
+)
+
+VIEWS = {view.name: view for view in (batch_stats, daily_stats, failures)}
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes (stored as UTC); PostgreSQL aware ones."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
