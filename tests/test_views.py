@@ -1,13 +1,13 @@
 """The dashboard views say what `summarize status` says, on SQLite and on PostgreSQL.
 
-The batches are made by the real code path: files submitted to the real Redis,
-summarized by the real drain loop and recorder with the stand-in engine, one of
-them refused by the engine until it fails, one unreadable, one deduplicated.
+The batches are made by the real code path (tests/batches.py): files submitted to
+the real Redis, summarized by the real drain loop and recorder with the stand-in
+engine, one of them refused by the engine until it fails, one unreadable, one
+deduplicated.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -18,76 +18,12 @@ from jobs import database
 from jobs.models import batches, results
 from jobs.status import batch_status
 from jobs.views import as_utc, batch_stats, daily_stats, failures
-from tests.fakes import FakeEngine
-from tests.test_drain import submitted
-from worker.drain import Drain
-from worker.recorder import Recorder
-
-WAIT_S = 10
-STEP_S = 0.01  # the stand-in engine takes this long per step: documents finish apart
-
-
-class SlowRefusingEngine(FakeEngine):
-    """Finishes one document per step, a little slower each step; refuses 'poison' outright."""
-
-    def __init__(self):
-        super().__init__(per_step=1)
-
-    def add(self, request_id, prompt_ids, max_tokens):
-        if "poison" in self.text_of(prompt_ids).split():
-            raise ValueError("the engine refused this prompt")
-        super().add(request_id, prompt_ids, max_tokens)
-
-    def step(self):
-        time.sleep(STEP_S * (1 + self.steps % 4))
-        return super().step()
-
-
-def summarize_queued(settings, db, batch: str) -> None:
-    """Run the real drain over the batch's queued documents until each has an outcome."""
-    with db.connect() as conn:
-        keys = conn.execute(
-            sa.select(results.c.result_key)
-            .where(results.c.batch == batch, results.c.status == "queued")
-            .distinct()
-        ).scalars()
-        keys = list(keys)
-    fatal = []
-    drain = Drain(SlowRefusingEngine(), Recorder(db, retry_s=1), settings, on_fatal=fatal.append)
-    drain.start()
-    try:
-        pending = keys
-        for _ in range(settings.max_attempts):
-            futures = {key: drain.summarize(key) for key in pending}
-            pending = [k for k, f in futures.items() if f.result(WAIT_S).status == "queued"]
-    finally:
-        drain.stop(timeout=5)
-    assert fatal == []
-    assert pending == []
-
-
-MONDAY = {f"m{i}.txt": f"monday report number {i} " * (i + 1) for i in range(5)}
-TUESDAY = {
-    **{f"t{i:02}.txt": f"tuesday note {i} " * (i % 5 + 1) for i in range(13)},
-    "again.txt": MONDAY["m0.txt"],  # summarized on monday: deduplicated
-    "poison.txt": "poison pill",  # the engine refuses it on every attempt
-    "broken.txt": b"caf\xe9 au lait",  # not UTF-8: failed when submitted
-}
+from tests.batches import MONDAY, TUESDAY, make_week, submit, summarize_queued
 
 
 @pytest.fixture
-def fast(settings):
-    """Write each finished document at once, so documents finish at different times."""
-    return settings.with_changes(flush_interval_s=0.01)
-
-
-@pytest.fixture
-def week(fast, db, tmp_path):
-    """Two batches, summarized for real: monday's five, then tuesday's mix."""
-    submitted(fast, db, tmp_path / "monday", MONDAY, batch="monday")
-    summarize_queued(fast, db, "monday")
-    submitted(fast, db, tmp_path / "tuesday", TUESDAY, batch="tuesday")
-    summarize_queued(fast, db, "tuesday")
+def week(settings, db, tmp_path):
+    make_week(settings, db, tmp_path)
     return db
 
 
@@ -167,10 +103,10 @@ def test_batch_stats_agree_with_summarize_status_once_batches_are_done(week):
     assert found["monday"].failure_rate == 0
 
 
-def test_batch_stats_agree_with_summarize_status_while_documents_are_queued(fast, db, tmp_path):
-    submitted(fast, db, tmp_path / "monday", MONDAY, batch="monday")
-    summarize_queued(fast, db, "monday")
-    submitted(fast, db, tmp_path / "tuesday", TUESDAY, batch="tuesday")
+def test_batch_stats_agree_with_summarize_status_while_documents_are_queued(settings, db, tmp_path):
+    submit(settings, db, tmp_path, "monday", MONDAY)
+    summarize_queued(settings, db, "monday")
+    submit(settings, db, tmp_path, "tuesday", TUESDAY)
 
     tuesday = view_rows(db, batch_stats, "batch")["tuesday"]
 
@@ -311,9 +247,9 @@ def test_percentiles_and_days_are_exact_to_the_microsecond_and_split_at_utc_midn
     assert second.failure_rate == pytest.approx(1 / 12)
 
 
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_the_day_is_the_utc_day_whatever_the_sessions_time_zone(settings, db):
-    if db.dialect.name != "postgresql":
-        pytest.skip("SQLite has no session time zone: timestamps are stored as UTC text")
+    """(SQLite has no session time zone: it stores timestamps as UTC text.)"""
     # 23:59:55 on March 1st in UTC is already 12:59:55 on March 2nd in Auckland.
     add_rows(db, "late", [{"started_at": T0, "finished_at": T0 + timedelta(seconds=5)}])
     auckland = sa.create_engine(

@@ -1,0 +1,87 @@
+"""Batches made the real way for the dashboard tests: submitted to the real Redis, summarized
+by the real drain loop and recorder with a stand-in engine.
+
+`make_week` leaves two batches: monday (five documents) and tuesday (sixteen: thirteen
+new, one deduplicated from monday, one the engine refuses until it fails, one that is
+not UTF-8 and fails when submitted).
+"""
+
+from __future__ import annotations
+
+import time
+
+import sqlalchemy as sa
+
+from jobs.models import results
+from tests.fakes import FakeEngine
+from tests.test_drain import submitted
+from worker.drain import Drain
+from worker.recorder import Recorder
+
+WAIT_S = 10
+STEP_S = 0.01  # the stand-in engine takes this long per step: documents finish apart
+
+
+class SlowRefusingEngine(FakeEngine):
+    """Finishes one document per step, a little slower each step; refuses 'poison' outright."""
+
+    def __init__(self):
+        super().__init__(per_step=1)
+
+    def add(self, request_id, prompt_ids, max_tokens):
+        if "poison" in self.text_of(prompt_ids).split():
+            raise ValueError("the engine refused this prompt")
+        super().add(request_id, prompt_ids, max_tokens)
+
+    def step(self):
+        time.sleep(STEP_S * (1 + self.steps % 4))
+        return super().step()
+
+
+def summarize_queued(settings, db, batch: str) -> None:
+    """Run the real drain over the batch's queued documents until each has an outcome.
+
+    Finished documents are written at once (not every second), so they finish apart.
+    """
+    settings = settings.with_changes(flush_interval_s=0.01)
+    with db.connect() as conn:
+        keys = conn.execute(
+            sa.select(results.c.result_key)
+            .where(results.c.batch == batch, results.c.status == "queued")
+            .distinct()
+        ).scalars()
+        keys = list(keys)
+    fatal = []
+    drain = Drain(SlowRefusingEngine(), Recorder(db, retry_s=1), settings, on_fatal=fatal.append)
+    drain.start()
+    try:
+        pending = keys
+        for _ in range(settings.max_attempts):
+            futures = {key: drain.summarize(key) for key in pending}
+            pending = [k for k, f in futures.items() if f.result(WAIT_S).status == "queued"]
+    finally:
+        drain.stop(timeout=5)
+    assert fatal == []
+    assert pending == []
+
+
+MONDAY = {f"m{i}.txt": f"monday report number {i} " * (i + 1) for i in range(5)}
+TUESDAY = {
+    **{f"t{i:02}.txt": f"tuesday note {i} " * (i % 5 + 1) for i in range(13)},
+    "again.txt": MONDAY["m0.txt"],  # summarized on monday: deduplicated
+    "poison.txt": "poison pill",  # the engine refuses it on every attempt
+    "broken.txt": b"caf\xe9 au lait",  # not UTF-8: failed when submitted
+}
+
+
+def submit(settings, db, tmp_path, batch: str, files: dict[str, str | bytes]) -> None:
+    """Submit the files for real from their own folder, tmp_path/BATCH/corpus."""
+    submitted(settings, db, tmp_path / batch, files, batch=batch)
+
+
+def make_week(settings, db, tmp_path) -> None:
+    """Monday's five documents, then tuesday's mix, each summarized for real."""
+    submit(settings, db, tmp_path, "monday", MONDAY)
+    summarize_queued(settings, db, "monday")
+    submit(settings, db, tmp_path, "tuesday", TUESDAY)
+    summarize_queued(settings, db, "tuesday")
