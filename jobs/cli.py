@@ -295,5 +295,10 @@ def db_upgrade(ctx) -> None:
     click.echo(f"The database at {database.describe(settings)} is at the newest schema.")
 
 
+from jobs.dashboard.command import dashboard  # noqa: E402
+
+main.add_command(dashboard)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,109 @@
+"""The `summarize dashboard` command: serve the page with uvicorn on a socket bound here.
+
+Binding the socket ourselves turns "port in use" into an error line that says
+what to do, instead of uvicorn's log line and exit. Starlette and uvicorn are
+imported only when the command runs, so `import jobs.cli` stays quick.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+
+import click
+
+from jobs.errors import SummarizeError
+from jobs.settings import Settings
+
+BACKLOG = 128
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port, or an error that says how to get one."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM
+        )[0]
+    except socket.gaierror as exc:
+        raise SummarizeError(
+            f"Cannot listen on {host!r} ({exc.strerror}): give --host an address of this "
+            "machine, such as 127.0.0.1."
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise SummarizeError(
+                f"Port {port} on {host} is in use: stop what listens there, or choose "
+                "another port with --port (--port 0 picks a free one)."
+            ) from None
+        raise SummarizeError(
+            f"Cannot listen on {host}:{port} ({exc.strerror}): choose another --host or --port."
+        ) from None
+    sock.listen(BACKLOG)  # connections wait in the backlog until uvicorn serves them
+    return sock
+
+
+@click.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; anything but loopback shows the page to the network.",
+)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: any free port).")  # fmt: skip
+@click.pass_context
+def dashboard(ctx, host: str, port: int) -> None:
+    """Serve a web page of the latest batches: progress, throughput, tokens, failures.
+
+    It reads the database the other commands use (SUMMARIZE_DATABASE_URL),
+    read-only, through the batch_stats, daily_stats and failures views, and
+    refreshes every few seconds while a batch runs. Click a batch to see its
+    slowest documents with their summaries, and its failed ones with the error.
+    It listens on 127.0.0.1 unless --host says otherwise, and has no login.
+
+    \b
+    Example:
+      summarize dashboard --port 8080
+    """
+    import uvicorn
+
+    from jobs import database
+    from jobs.dashboard.app import LOOPBACK_NAMES, create_app
+    from jobs.dashboard.queries import open_readonly
+
+    settings = ctx.ensure_object(dict).setdefault("settings", Settings.from_env())
+    engine = open_readonly(settings)
+    sock = bind(host, port)
+    local = is_loopback(host)
+    app = create_app(engine, allowed_hosts=LOOPBACK_NAMES if local else ("*",))
+    bound = sock.getsockname()[1]
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    click.echo(f"Dashboard of {database.describe(settings)} on http://{shown}:{bound}/ "
+               "(Ctrl-C stops it)")  # fmt: skip
+    if not local:
+        click.echo(
+            f"Warning: listening on {host}: anyone who can reach this machine can read "
+            "every summary; the dashboard has no login.",
+            err=True,
+        )
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        engine.dispose()

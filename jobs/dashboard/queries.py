@@ -1,0 +1,143 @@
+"""What the dashboard page reads: the views of migration 0002, and a batch's documents.
+
+Everything here is a SELECT on a read-only connection. Values come back as plain
+JSON-ready dicts (timestamps as ISO 8601 in UTC), so the page never parses
+dialect-specific text.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import sqlalchemy as sa
+from sqlalchemy.exc import OperationalError
+
+from jobs import database
+from jobs.errors import SummarizeError
+from jobs.models import results
+from jobs.settings import Settings
+from jobs.views import VIEWS, as_utc, batch_stats, daily_stats, failures
+
+LATEST_BATCHES = 12  # batches on the front page
+DAYS = 30  # days of the tokens-per-day chart
+SLOWEST = 10  # documents in a batch's "slowest" list
+FAILED = 100  # failed documents listed for a batch
+
+
+def open_readonly(settings: Settings) -> sa.Engine:
+    """An engine that cannot write, over a database that has the views; or what to do."""
+    engine = database.connect(settings, readonly=True)
+    try:
+        with engine.connect() as conn:
+            views = set(sa.inspect(conn).get_view_names())
+    except OperationalError as exc:
+        engine.dispose()
+        if engine.dialect.name == "sqlite":
+            raise SummarizeError(
+                f"There is no database to show at {database.describe(settings)}: submit a "
+                "batch first (`summarize submit PATH`), or point SUMMARIZE_DATABASE_URL at "
+                "the database the workers write to."
+            ) from None
+        raise database.unavailable(settings, exc) from exc
+    missing = sorted(set(VIEWS) - views)
+    if missing:
+        engine.dispose()
+        raise SummarizeError(
+            f"The database at {database.describe(settings)} has no {', '.join(missing)} "
+            "view yet: run `summarize db upgrade` once, then start the dashboard again."
+        )
+    return engine
+
+
+def _plain(row: sa.Row) -> dict:
+    """A row as JSON-ready values: timestamps in UTC ISO 8601, days as YYYY-MM-DD."""
+    out = {}
+    for key, value in row._mapping.items():
+        if isinstance(value, datetime):
+            value = as_utc(value).isoformat().replace("+00:00", "Z")
+        elif isinstance(value, date):
+            value = value.isoformat()
+        out[key] = value
+    return out
+
+
+def overview(engine: sa.Engine, latest: int = LATEST_BATCHES, days: int = DAYS) -> dict:
+    """The front page: the latest batches, tokens per day, and failures."""
+    since = datetime.now(timezone.utc).date() - timedelta(days=days - 1)
+    with engine.connect() as conn:
+        batches = conn.execute(
+            sa.select(batch_stats)
+            .order_by(batch_stats.c.created_at.desc(), batch_stats.c.batch.desc())
+            .limit(latest)
+        ).all()
+        daily = conn.execute(
+            sa.select(daily_stats).where(daily_stats.c.day >= since).order_by(daily_stats.c.day)
+        ).all()
+        failed = conn.execute(sa.select(sa.func.count()).select_from(failures)).scalar_one()
+    rows = [_plain(row) for row in batches]
+    return {
+        "active": any(row["queued"] or row["running"] for row in rows),
+        "batches": rows,
+        "days": [_plain(row) for row in daily],
+        "failures": failed,
+    }
+
+
+def _seconds(engine: sa.Engine) -> sa.ColumnElement:
+    """finished_at - started_at in seconds, to the microsecond, as the views compute it."""
+    later, earlier = results.c.finished_at, results.c.started_at
+    if engine.dialect.name == "postgresql":
+        return sa.extract("epoch", later - earlier)
+
+    def whole(column):  # SQLite stores 'YYYY-MM-DD HH:MM:SS.ffffff'
+        return sa.cast(sa.func.strftime("%s", column), sa.Integer)
+
+    def fraction(column):
+        return sa.cast(sa.func.substr(column, 20, 7), sa.Float)
+
+    return (whole(later) - whole(earlier)) + (fraction(later) - fraction(earlier))
+
+
+def batch_detail(engine: sa.Engine, name: str) -> dict | None:
+    """One batch: its figures, its slowest documents with their summaries, its failures."""
+    generated = sa.and_(
+        results.c.batch == name,
+        results.c.status == "succeeded",
+        sa.not_(results.c.deduplicated),
+        results.c.started_at.is_not(None),
+        results.c.finished_at.is_not(None),
+    )
+    with engine.connect() as conn:
+        stats = conn.execute(sa.select(batch_stats).where(batch_stats.c.batch == name)).first()
+        if stats is None:
+            return None
+        slowest = conn.execute(
+            sa.select(
+                results.c.source_path,
+                results.c.started_at,
+                results.c.finished_at,
+                results.c.prompt_tokens,
+                results.c.completion_tokens,
+                results.c.parts,
+                results.c.finish_reason,
+                results.c.summary,
+            )
+            .where(generated)
+            .order_by(_seconds(engine).desc(), results.c.id)
+            .limit(SLOWEST)
+        ).all()
+        failed = conn.execute(
+            sa.select(failures)
+            .where(failures.c.batch == name)
+            .order_by(failures.c.finished_at.desc(), failures.c.source_path)
+            .limit(FAILED)
+        ).all()
+    documents = []
+    for row in slowest:
+        seconds = (row.finished_at - row.started_at).total_seconds()
+        documents.append(_plain(row) | {"seconds": seconds})
+    return {
+        "batch": _plain(stats),
+        "slowest": documents,
+        "failed": [_plain(row) for row in failed],
+    }
