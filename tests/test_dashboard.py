@@ -144,7 +144,8 @@ def test_on_loopback_a_request_naming_another_host_is_refused(settings, week):
     app = create_app(engine, allowed_hosts=LOOPBACK_NAMES)
 
     assert TestClient(app, base_url="http://evil.example").get("/api/overview").status_code == 400
-    assert TestClient(app, base_url="http://127.0.0.1:8080").get("/api/overview").status_code == 200
+    for url in ("http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"):
+        assert TestClient(app, base_url=url).get("/api/overview").status_code == 200, url
     engine.dispose()
 
 

@@ -105,7 +105,7 @@ function batchRow(batch) {
       className: "number",
       text: `${fmt.seconds(batch.p50_document_s)} / ${fmt.seconds(batch.p95_document_s)}`,
     }),
-    el("td", { className: "small", text: fmt.time(batch.first_started_at || batch.created_at) }),
+    el("td", { className: "small", text: fmt.time(batch.created_at) }),
   );
   if (batch.batch === openBatch) row.classList.add("selected");
   return row;
@@ -287,7 +287,7 @@ async function refresh() {
     renderCharts(data);
     const running = data.batches.filter((b) => b.queued + b.running > 0).length;
     document.getElementById("totals").textContent =
-      `${data.batches.length} latest batches · ${running} running · ${fmt.int(data.failures)} failed documents in all`;
+      `${data.batches.length} latest batches · ${running} in progress · ${fmt.int(data.failures)} failed documents in all`;
     const openIsActive = data.batches.some((b) => b.batch === openBatch && b.queued + b.running > 0);
     if (openBatch && openIsActive) await loadDetail(openBatch);
     const now = new Date().toISOString();
