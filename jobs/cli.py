@@ -12,7 +12,9 @@ import sys
 import click
 
 from jobs import errors
+from jobs.doctor import doctor
 from jobs.errors import SummarizeError
+from jobs.manage import COMMANDS as MANAGE_COMMANDS
 from jobs.profiles import PROFILES
 from jobs.settings import Settings
 
@@ -295,9 +297,10 @@ def db_upgrade(ctx) -> None:
     click.echo(f"The database at {database.describe(settings)} is at the newest schema.")
 
 
-from jobs.dashboard.command import dashboard  # noqa: E402
+for _command in (*MANAGE_COMMANDS, doctor):
+    main.add_command(_command)
 
-main.add_command(dashboard)
+
 
 
 if __name__ == "__main__":

@@ -151,6 +151,9 @@ class Settings:
     max_num_batched_tokens: int | None = field(
         default=None, metadata={"env": "MAX_NUM_BATCHED_TOKENS", "parse": _whole(64, 1 << 22)}
     )
+    tensor_parallel_size: int = field(
+        default=1, metadata={"env": "TENSOR_PARALLEL_SIZE", "parse": _whole(1, 64)}
+    )
     gpu_memory_utilization: float | None = field(
         default=None, metadata={"env": "GPU_MEMORY_UTILIZATION", "parse": _share}
     )

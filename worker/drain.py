@@ -301,9 +301,11 @@ class Drain:
 
     def _hand_back(self) -> None:
         """Shutting down: give the queue back what we cannot finish within the grace period."""
-        for key in list(self._waiting):
-            self._waiting.pop(key)
-            self._resolve(key, Outcome(key, "handback"))
+        if self._waiting:
+            waiting, self._waiting = list(self._waiting), {}
+            self.recorder.release(waiting, claimed=False)
+            for key in waiting:
+                self._resolve(key, Outcome(key, "handback"))
         if self.engine.unfinished() and time.monotonic() < self._closing_at:
             return
         unfinished = {work.key: work for work in self._requests.values()}

@@ -66,18 +66,25 @@ class Recorder:
                 ).all()
             )
 
-    def release(self, keys: list[str]) -> None:
-        """Give documents back unfinished: queued again, and this attempt does not count."""
-        self._retry(self._release)(keys)
+    def release(self, keys: list[str], *, claimed: bool = True) -> None:
+        """Give documents back unfinished: queued again.
 
-    def _release(self, keys: list[str]) -> None:
+        For documents this worker claimed, the attempt does not count. Documents it held but
+        never claimed may still show `running` from a worker that died with them.
+        """
+        self._retry(self._release)(keys, claimed)
+
+    def _release(self, keys: list[str], claimed: bool) -> None:
         if not keys:
             return
+        values = {"status": "queued", "started_at": None}
+        if claimed:
+            values["attempts"] = results.c.attempts - 1
         with self.db.begin() as conn:
             conn.execute(
                 results.update()
                 .where(results.c.result_key.in_(keys), results.c.status == "running")
-                .values(status="queued", attempts=results.c.attempts - 1, started_at=None)
+                .values(**values)
             )
 
     def claim(self, keys: list[str]) -> dict[str, Claim]:

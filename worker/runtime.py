@@ -26,7 +26,7 @@ def build(settings: Settings) -> Drain:
     model = resolve(settings)
     database = connect(settings)
     ensure_schema(settings, database)
-    engine = VllmEngine(model, settings.profile, settings.model_name)
+    engine = VllmEngine(model, settings.profile, settings.model_name, settings.tensor_parallel_size)
     drain = Drain(engine, Recorder(database), settings)
     drain.start()
     return drain

@@ -96,11 +96,7 @@ def _scheduled_tags() -> frozenset[str]:
 
     for _ in range(3):
         try:
-            return frozenset(
-                r.delivery_info.get("delivery_tag")
-                for r in list(state.scheduled_requests)
-                if r.delivery_info
-            )
+            return frozenset(r.message.delivery_tag for r in list(state.scheduled_requests))
         except RuntimeError:  # the set changed while we looked
             continue
     return frozenset()

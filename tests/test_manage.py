@@ -1,0 +1,178 @@
+"""After submit: stream results, list batches, retry failures, cancel what waits."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from jobs.cli import main
+from jobs.models import results
+from tests.conftest import write
+from tests.fakes import FakeEngine
+from worker.drain import Drain
+from worker.recorder import Recorder
+
+WAIT_S = 10
+
+
+def run(env, *args):
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def all_rows(db):
+    with db.connect() as conn:
+        return conn.execute(sa.select(results).order_by(results.c.id)).all()
+
+
+@pytest.fixture
+def processed(env, settings, db, tmp_path):
+    """A batch summarized by the real drain loop (stand-in engine): 2 succeed, 1 fails twice over."""
+    folder = tmp_path / "in"
+    write(folder, "a.txt", "Alpha report, line one.")
+    write(folder, "b.md", 'Beta report:\nwith "quotes", commas, and ünïcödé.')
+    write(folder, "c.txt", "poison here")
+    write(folder, "empty.txt", "")
+    assert run(env, "submit", str(folder), "--batch", "night").exit_code == 0
+
+    class Refusing(FakeEngine):
+        def add(self, request_id, prompt_ids, max_tokens):
+            if "poison" in self.text_of(prompt_ids).split():
+                raise ValueError("refused")
+            super().add(request_id, prompt_ids, max_tokens)
+
+    drain = Drain(Refusing(), Recorder(db, retry_s=1), settings.with_changes(max_attempts=1),
+                  on_fatal=lambda d: None)  # fmt: skip
+    drain.start()
+    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+    keys = {r.result_key for r in all_rows(db) if r.result_key}
+    for key in keys:
+        drain.summarize(key).result(WAIT_S)
+    drain.stop(5)
+    client.delete(env["SUMMARIZE_QUEUE"])  # the messages were consumed
+    return folder
+
+
+def test_results_stream_every_column_as_json_lines(env, db, processed):
+    result = run(env, "results", "--batch", "night")
+
+    assert result.exit_code == 0
+    lines = [json.loads(line) for line in result.output.splitlines()]
+    rows = all_rows(db)
+    assert len(lines) == len(rows) == 4
+    for line, row in zip(lines, rows, strict=True):
+        assert line["id"] == row.id
+        assert line["source_path"] == row.source_path
+        assert line["status"] == row.status
+        assert line["summary"] == row.summary
+        assert line["prompt_tokens"] == row.prompt_tokens
+        assert line["error"] == row.error
+        assert list(line) == [c.name for c in results.columns]
+
+
+def test_results_as_csv_round_trip_and_filter_by_status(env, db, processed):
+    result = run(env, "results", "--batch", "night", "--status", "failed", "--format", "csv")
+
+    parsed = list(csv.DictReader(io.StringIO(result.output)))
+    failed = [r for r in all_rows(db) if r.status == "failed"]
+    assert [p["source_path"] for p in parsed] == [r.source_path for r in failed]
+    assert [p["error"] for p in parsed] == [r.error for r in failed]
+    assert {p["status"] for p in parsed} == {"failed"}
+    assert parsed[0].keys() == {c.name for c in results.columns}
+
+
+def test_results_of_an_unknown_batch_say_how_to_find_one(env, db):
+    result = CliRunner().invoke(main, ["results", "--batch", "nope"], env=env)
+    assert result.exit_code == 1
+    assert result.output == "Error: No batch named 'nope': `summarize batches` lists them.\n"
+
+
+def test_batches_lists_counts_per_status(env, db, processed):
+    result = run(env, "batches")
+    (line,) = [line for line in result.output.splitlines() if line.startswith("night")]
+    assert line.split()[3:] == ["4", "0", "2", "2", "0"]
+
+
+def test_retry_queues_failed_documents_again_and_names_those_that_cannot_be(env, db, processed):
+    result = run(env, "retry", "night")
+
+    assert result.exit_code == 0
+    assert result.output == ("Queued 1 failed rows of night again (1 documents). 1 failed at "
+                             "submit and have no text: fix the files and submit them again.\n")  # fmt: skip
+    by_name = {r.source_path.rsplit("/", 1)[-1]: r for r in all_rows(db)}
+    assert (by_name["c.txt"].status, by_name["c.txt"].attempts, by_name["c.txt"].error) == (
+        "queued",
+        0,
+        None,
+    )
+    assert by_name["empty.txt"].status == "failed"
+    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+    assert client.llen(env["SUMMARIZE_QUEUE"]) == 1
+
+
+def test_cancel_marks_queued_documents_and_the_worker_skips_them(env, settings, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "Waiting.")
+    write(tmp_path / "in", "b.txt", "Running.")
+    run(env, "submit", str(tmp_path / "in"), "--batch", "b")
+    with db.begin() as conn:
+        conn.execute(
+            results.update().where(results.c.source_path.like("%b.txt")).values(status="running")
+        )
+
+    result = run(env, "cancel", "b")
+
+    assert result.output == "Cancelled 1 queued documents of b.\n"
+    by_name = {r.source_path.rsplit("/", 1)[-1]: r for r in all_rows(db)}
+    assert by_name["a.txt"].status == "cancelled"
+    assert by_name["b.txt"].status == "running"
+    engine = FakeEngine()
+    drain = Drain(engine, Recorder(db, retry_s=1), settings, on_fatal=lambda d: None)
+    drain.start()
+    outcome = drain.summarize(by_name["a.txt"].result_key).result(WAIT_S)
+    drain.stop(5)
+    assert outcome.status == "skipped"
+    assert engine.added == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_results_of_a_million_rows_stream_in_constant_memory(env, db, tmp_path):
+    def export_peak_rss_mb(rows: int) -> float:
+        # Rows are made by SQL alone: a test process holding a million rows would lend its
+        # memory to the child it forks, and ru_maxrss would count it.
+        with db.begin() as conn:
+            conn.execute(results.delete())
+            conn.execute(
+                sa.text(
+                    "INSERT OR IGNORE INTO batches VALUES ('big', 'm', 'i', 1, 'p', '2026-01-01')"
+                )
+            )
+            conn.execute(
+                sa.text(
+                    "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < :last) "
+                    "INSERT INTO results (batch, source_path, status, summary, model, prompt_hash, "
+                    "attempts, deduplicated, prompt_tokens, completion_tokens, created_at) "
+                    "SELECT 'big', printf('/data/%07d.txt', i), 'succeeded', "
+                    "printf('Summary number %d of a long export.', i), 'm', 'p', 1, 0, 100, 20, "
+                    "'2026-11-29 00:00:00' FROM n"
+                ),
+                {"last": rows - 1},
+            )
+        process = subprocess.Popen([sys.executable, "-m", "jobs.cli", "results", "--format", "csv"],
+                                   env=os.environ | env, stdout=subprocess.PIPE)  # fmt: skip
+        lines = sum(1 for _ in process.stdout)
+        _, status, usage = os.wait4(process.pid, 0)
+        assert status == 0 and lines == rows + 1
+        return usage.ru_maxrss / 1024
+
+    small = export_peak_rss_mb(1_000)
+    large = export_peak_rss_mb(1_000_000)
+
+    assert large - small < 25, f"{small:.0f} MB for a thousand rows, {large:.0f} MB for a million"
