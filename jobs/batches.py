@@ -94,7 +94,14 @@ def retry_failed(db: sa.Engine, client: redis.Redis, queue: str, batch: str) -> 
         updated = conn.execute(
             results.update()
             .where(failed, results.c.content_hash.is_not(None))
-            .values(status="queued", attempts=0, error=None, started_at=None, finished_at=None)
+            .values(
+                status="queued",
+                attempts=0,
+                error=None,
+                started_at=None,
+                finished_at=None,
+                deduplicated=False,
+            )  # fmt: skip
         ).rowcount
         # Pushed before the commit: if Redis refuses, the rows stay failed. A message that
         # arrives first finds nothing pending; the requeue sweep puts such rows back.

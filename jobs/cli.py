@@ -12,6 +12,7 @@ import sys
 import click
 
 from jobs import errors
+from jobs.dashboard.command import dashboard
 from jobs.doctor import doctor
 from jobs.errors import SummarizeError
 from jobs.manage import COMMANDS as MANAGE_COMMANDS
@@ -297,10 +298,8 @@ def db_upgrade(ctx) -> None:
     click.echo(f"The database at {database.describe(settings)} is at the newest schema.")
 
 
-for _command in (*MANAGE_COMMANDS, doctor):
+for _command in (*MANAGE_COMMANDS, doctor, dashboard):
     main.add_command(_command)
-
-
 
 
 if __name__ == "__main__":

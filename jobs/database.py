@@ -43,7 +43,7 @@ def connect(settings: Settings, *, readonly: bool = False, **options) -> sa.Engi
     url = make_url(settings.database_url)
     if url.get_backend_name() == "sqlite":
         path = url.database
-        if path and path != ":memory:":
+        if path and path != ":memory:" and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         if readonly and path:
             url = url.set(database=f"file:{path}?mode=ro", query={"uri": "true"})

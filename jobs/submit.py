@@ -221,8 +221,9 @@ def _plan(conn, engine, batch, prompt, chunk, report, now):
             rows.append(row | done[key] | {"status": "succeeded", "deduplicated": True,
                                            "started_at": now, "finished_at": now})  # fmt: skip
         elif key in in_flight or key in keys_to_queue:
+            # Answered by a generation already queued: its tokens are counted on that row.
             report.deduplicated += 1
-            rows.append(row | {"status": "queued"})
+            rows.append(row | {"status": "queued", "deduplicated": True})
         else:
             keys_to_queue[key] = item.content_hash
             rows.append(row | {"status": "queued"})

@@ -70,3 +70,17 @@ def test_ensure_schema_upgrades_once_and_then_does_nothing(settings):
     database.ensure_schema(settings, engine)
     assert database.current_revision(engine) == database.SCHEMA_REVISION
     engine.dispose()
+
+
+def test_every_column_of_the_dashboard_views_is_documented_in_the_readme(settings):
+    database.upgrade(settings)
+    engine = database.connect(settings)
+    text = README.read_text()
+    for view in ("batch_stats", "daily_stats", "failures"):
+        with engine.connect() as conn:
+            columns = list(conn.execute(sa.text(f"SELECT * FROM {view} LIMIT 0")).keys())
+        section = text[text.index(f"### The `{view}` view") :]
+        section = section[: section.index("\n#", 1)] if "\n#" in section[1:] else section
+        documented = re.findall(r"^\| `(\w+)` \|", section, re.M)
+        assert documented == columns, view
+    engine.dispose()

@@ -126,6 +126,8 @@ def test_the_same_content_twice_in_one_batch_is_queued_once(env, db, tmp_path):
     rows = all_rows(db)
     assert rows["a.txt"].result_key == rows["b.txt"].result_key
     assert {r.status for r in rows.values()} == {"queued"}
+    # One generation answers both; its tokens count once, on the first row.
+    assert (rows["a.txt"].deduplicated, rows["b.txt"].deduplicated) == (False, True)
     assert len(queued_messages(env)) == 1
 
 

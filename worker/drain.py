@@ -63,6 +63,7 @@ class Drain:
         self._intake: queue.SimpleQueue[Ticket] = queue.SimpleQueue()
         self._tickets: dict[str, list[Ticket]] = {}  # by key: everyone waiting on a document
         self._waiting: dict[str, None] = {}  # keys not yet claimed, in arrival order
+        self._tried: dict[str, int] = {}  # earlier attempts of waiting keys
         self._claims: dict[str, Claim] = {}  # by key: documents in the engine
         self._requests: dict[str, Work] = {}  # by engine request id
         self._done: list[Outcome] = []  # finished, not yet written
@@ -153,8 +154,12 @@ class Drain:
             if self.engine.unfinished():
                 return
             self._exclusive = False
-        tried = self.recorder.attempts(list(self._waiting))
-        suspects = [k for k in self._waiting if tried.get(k, 0) > 0]
+        unknown = [k for k in self._waiting if k not in self._tried]
+        if unknown:  # earlier attempts do not change while we hold the message
+            found = self.recorder.attempts(unknown)
+            self._tried.update({k: found.get(k, 0) for k in unknown})
+        tried = self._tried
+        suspects = [k for k in self._waiting if tried[k] > 0]
         if not suspects:
             self._start(list(self._waiting))
             return
@@ -172,6 +177,7 @@ class Drain:
     def _start(self, keys: list[str]) -> None:
         for key in keys:
             self._waiting.pop(key, None)
+            self._tried.pop(key, None)
         claims = self.recorder.claim(keys)
         for key in keys:
             claim = claims.get(key)
@@ -302,7 +308,7 @@ class Drain:
     def _hand_back(self) -> None:
         """Shutting down: give the queue back what we cannot finish within the grace period."""
         if self._waiting:
-            waiting, self._waiting = list(self._waiting), {}
+            waiting, self._waiting, self._tried = list(self._waiting), {}, {}
             self.recorder.release(waiting, claimed=False)
             for key in waiting:
                 self._resolve(key, Outcome(key, "handback"))
