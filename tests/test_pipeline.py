@@ -97,6 +97,18 @@ def test_submitted_documents_are_summarized_by_a_real_worker_into_postgresql(
     assert batch["by_status"]["succeeded"] == 13
     assert batch["prompt_tokens"] == sum(r.prompt_tokens for r in rows.values())
     assert batch["documents_per_s"] > 0
+    assert sum(r.cached_tokens for r in rows.values()) > 0  # the shared instruction is cached
+
+    # The dashboards' view of this real batch says what `summarize status` says.
+    engine = sa.create_engine(POSTGRES_URL)
+    with engine.connect() as conn:
+        view = conn.execute(sa.text("SELECT * FROM batch_stats WHERE batch = 'lee'")).one()
+    engine.dispose()
+    assert (view.documents, view.succeeded, view.prompt_tokens, view.completion_tokens) == (
+        batch["documents"], batch["by_status"]["succeeded"], batch["prompt_tokens"],
+        batch["completion_tokens"],
+    )  # fmt: skip
+    assert view.documents_per_s == pytest.approx(batch["documents_per_s"], rel=1e-6)
 
 
 def test_the_samples_are_summarized_with_nothing_but_the_defaults(tmp_path, model):
