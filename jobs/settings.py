@@ -29,30 +29,32 @@ def _default_data_dir(env: Mapping[str, str]) -> Path:
     return Path(base) / "summarize"
 
 
-def _whole(low: int, high: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
+def _ranged(convert: Callable[[str], float], low: float, high: float, what: str):
+    """A parser for a number within bounds, whose error says which numbers are allowed."""
+    allowed = f"must be {what} from {_plain(low)} to {_plain(high)}"
+
+    def parse(raw: str):
         try:
-            value = int(raw.replace("_", ""))
+            value = convert(raw.replace("_", ""))
         except ValueError:
-            raise ValueError(f"must be a whole number from {low} to {high}") from None
+            raise ValueError(allowed) from None
         if not low <= value <= high:
-            raise ValueError(f"must be a whole number from {low} to {high}")
+            raise ValueError(allowed)
         return value
 
     return parse
+
+
+def _plain(number: float) -> str:
+    return f"{number:g}" if isinstance(number, float) else str(number)
+
+
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    return _ranged(int, low, high, "a whole number")
 
 
 def _seconds(low: float, high: float) -> Callable[[str], float]:
-    def parse(raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"must be a number of seconds from {low:g} to {high:g}") from None
-        if not low <= value <= high:
-            raise ValueError(f"must be a number of seconds from {low:g} to {high:g}")
-        return value
-
-    return parse
+    return _ranged(float, low, high, "a number of seconds")
 
 
 def _share(raw: str) -> float:
