@@ -36,6 +36,7 @@ REQUEUE_EVERY_S = 30.0  # how often to look for documents whose message Redis lo
 def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> int:
     """Build the engine, then consume the queue until stopped (or, with burst, until it is empty)."""
     _logging(loglevel)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", loglevel)  # vLLM logs on its own; same level
     profile = settings.profile
     in_flight = settings.in_flight or 2 * profile.max_num_seqs
     log.info(
