@@ -92,7 +92,6 @@ class VllmEngine:
         self.engine = self.llm.llm_engine
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
-        self._ids = 0
 
     def prompt_ids(self, instruction: str, text: str) -> list[int]:
         """The chat prompt: the fixed instruction first (shared, so prefix-cached), then the text."""

@@ -40,10 +40,11 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
     profile = settings.profile
     in_flight = settings.in_flight or 2 * profile.max_num_seqs
     log.info(
-        "profile %s: %s; in flight %d",
+        "profile %s: %s; in flight %d (%s)",
         profile.name,
         ", ".join(f"{k}={v}" for k, v in profile.knobs().items() if k != "name"),
         in_flight,
+        profile.use_when,
     )
     if Path(resolve_model(settings)).exists():  # says how to fetch the model when it is missing
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder needs no hub
