@@ -17,7 +17,7 @@ import redis
 import sqlalchemy as sa
 
 from jobs import broker
-from jobs.messages import task_message
+from jobs.messages import summarize_message
 from jobs.models import batches, results, utcnow
 
 PAGE_ROWS = 1000
@@ -52,23 +52,18 @@ def write(rows_: Iterator[dict], out: TextIO, fmt: str) -> int:
         writer = csv.DictWriter(out, fieldnames=EXPORTED, lineterminator="\n")
         writer.writeheader()
         for row in rows_:
-            writer.writerow({k: _text(v) for k, v in row.items()})
+            writer.writerow({k: _plain(v) for k, v in row.items()})
             count += 1
     else:
         for row in rows_:
-            out.write(json.dumps({k: _json(v) for k, v in row.items()}, ensure_ascii=False))
+            out.write(json.dumps({k: _plain(v) for k, v in row.items()}, ensure_ascii=False))
             out.write("\n")
             count += 1
     return count
 
 
-def _json(value):
-    return value.isoformat() if isinstance(value, datetime) else value
-
-
-def _text(value):
-    if value is None:
-        return ""
+def _plain(value):
+    """Datetimes as ISO 8601; the csv module writes None as an empty field by itself."""
     return value.isoformat() if isinstance(value, datetime) else value
 
 
@@ -105,8 +100,7 @@ def retry_failed(db: sa.Engine, client: redis.Redis, queue: str, batch: str) -> 
         ).rowcount
         # Pushed before the commit: if Redis refuses, the rows stay failed. A message that
         # arrives first finds nothing pending; the requeue sweep puts such rows back.
-        broker.push(client, queue, (task_message(queue, {"key": k, "document": d, "batch": batch})
-                                    for k, d in keys))  # fmt: skip
+        broker.push(client, queue, (summarize_message(queue, k, d, batch) for k, d in keys))
     return Retried(len(keys), updated, unreadable)
 
 

@@ -36,10 +36,6 @@ class Group(click.Group):
             raise _Error(str(exc), exc.exit_code) from None
 
 
-def _settings(ctx: click.Context) -> Settings:
-    return ctx.ensure_object(dict).setdefault("settings", Settings.from_env())
-
-
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="summarize")
 def main() -> None:
@@ -81,10 +77,9 @@ def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, time
     from jobs import broker, database
     from jobs import submit as submitting
 
-    settings = _settings(ctx)
+    settings = Settings.for_command(ctx)
     name = batch_name or submitting.default_batch_name(paths)
-    engine = database.connect(settings)
-    database.ensure_schema(settings, engine)
+    engine = database.ready(settings)
     with broker.session(settings) as client:
         total = submitting.count_files(paths)
         with click.progressbar(length=total, label=f"Submitting {name}", file=sys.stderr,
@@ -103,12 +98,12 @@ def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, time
 def _wait(settings: Settings, engine, client, name: str, timeout, expected: int):
     """Wait for the batch with a progress bar, putting back documents whose message was lost."""
     from jobs import submit as submitting
-    from jobs.requeue import requeue_stranded
+    from jobs.requeue import REQUEUE_EVERY_S, requeue_stranded
 
     def requeue():
         try:
             requeue_stranded(engine, client, settings.queue, batch=name,
-                             older_than_s=submitting.REQUEUE_EVERY_S)  # fmt: skip
+                             older_than_s=REQUEUE_EVERY_S)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - Redis may be restarting: next time
             click.echo(f"Could not look for stranded documents: {exc}", err=True)
 
@@ -174,7 +169,7 @@ def worker(ctx, burst: bool, profile: str | None, loglevel: str) -> None:
     """
     from worker.service import run
 
-    settings = _settings(ctx).with_changes(profile_name=profile)
+    settings = Settings.for_command(ctx).with_changes(profile_name=profile)
     ctx.exit(run(settings, burst=burst, loglevel=loglevel))
 
 
@@ -196,9 +191,8 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     from jobs import database
     from jobs import status as statuses
 
-    settings = _settings(ctx)
-    engine = database.connect(settings)
-    database.ensure_schema(settings, engine)
+    settings = Settings.for_command(ctx)
+    engine = database.ready(settings)
     names = [batch] if batch else statuses.latest_batches(engine, latest)
     found = statuses.batch_status(engine, names)
     if batch and not found:
@@ -240,9 +234,8 @@ def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
     from jobs import broker, database
     from jobs.requeue import requeue_stranded
 
-    settings = _settings(ctx)
-    engine = database.connect(settings)
-    database.ensure_schema(settings, engine)
+    settings = Settings.for_command(ctx)
+    engine = database.ready(settings)
     with broker.session(settings) as client:
         done = requeue_stranded(engine, client, settings.queue, older_than_s=older_than_s,
                                 batch=batch)  # fmt: skip
@@ -274,7 +267,7 @@ def model_fetch(ctx) -> None:
     """
     from worker.model import fetch
 
-    fetch(_settings(ctx), say=click.echo)
+    fetch(Settings.for_command(ctx), say=click.echo)
 
 
 @main.group()
@@ -293,7 +286,7 @@ def db_upgrade(ctx) -> None:
     """
     from jobs import database
 
-    settings = _settings(ctx)
+    settings = Settings.for_command(ctx)
     database.upgrade(settings)
     click.echo(f"The database at {database.describe(settings)} is at the newest schema.")
 

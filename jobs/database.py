@@ -135,6 +135,13 @@ def ensure_schema(settings: Settings, engine: sa.Engine) -> None:
         upgrade(settings)
 
 
+def ready(settings: Settings) -> sa.Engine:
+    """An engine on SUMMARIZE_DATABASE_URL, its schema brought up to date first."""
+    engine = connect(settings)
+    ensure_schema(settings, engine)
+    return engine
+
+
 @contextlib.contextmanager
 def _migration_lock(settings: Settings) -> Iterator[None]:
     """Serialize migrations: a lock file beside a SQLite database, an advisory lock on PostgreSQL."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import click
 
 from jobs.errors import SummarizeError
+from jobs.profiles import memory_share_that_fits
 from jobs.settings import Settings
 
 
@@ -139,11 +140,11 @@ def check_memory(settings: Settings) -> Check:
         )
     share = settings.profile.cpu_memory_utilization
     asked = share * memory.total
-    if asked > memory.available * 0.95:
-        suggestion = max(0.05, memory.available * 0.8 / memory.total)
+    fits = memory_share_that_fits(share, memory.total, memory.available)
+    if fits is not None:
         return Check("memory", False, f"{free}; the CPU build would take {share:.2f} of it "
                      f"({asked / 2**30:.1f} GiB): lower SUMMARIZE_GPU_MEMORY_UTILIZATION "
-                     f"(for example to {suggestion:.2f})")  # fmt: skip
+                     f"(for example to {fits:.2f})")  # fmt: skip
     return Check(
         "memory", True, f"{free}; the CPU build takes {share:.2f} ({asked / 2**30:.1f} GiB)"
     )

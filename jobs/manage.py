@@ -13,19 +13,12 @@ from jobs.errors import SummarizeError
 from jobs.models import STATUSES
 
 
-def _settings(ctx: click.Context):
-    from jobs.settings import Settings
-
-    return ctx.ensure_object(dict).setdefault("settings", Settings.from_env())
-
-
 def _database(ctx: click.Context):
     from jobs import database
+    from jobs.settings import Settings
 
-    settings = _settings(ctx)
-    engine = database.connect(settings)
-    database.ensure_schema(settings, engine)
-    return settings, engine
+    settings = Settings.for_command(ctx)
+    return settings, database.ready(settings)
 
 
 def _known(engine, batch: str) -> None:

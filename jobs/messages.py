@@ -19,6 +19,11 @@ TASK_NAME = "summarize.document"
 _ORIGIN = f"summarize-submit@{socket.gethostname()}"
 
 
+def summarize_message(queue: str, key: str, document: str, batch: str) -> str:
+    """The message that asks a worker to summarize one document for one batch."""
+    return task_message(queue, {"key": key, "document": document, "batch": batch})
+
+
 def task_message(queue: str, kwargs: dict[str, Any], *, task: str = TASK_NAME) -> str:
     """One Celery protocol-2 JSON message for `task(**kwargs)`, ready to LPUSH onto `queue`."""
     task_id = str(uuid.uuid4())

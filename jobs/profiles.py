@@ -82,6 +82,17 @@ DEFAULT_PROFILE = "throughput"
 MIN_PROMPT_TOKENS = 128  # the instruction, the chat template and some of the document
 
 
+def memory_share_that_fits(share: float, total: int, available: int) -> float | None:
+    """None when `share` of host memory fits in what is free; otherwise a share that would.
+
+    The CPU build takes its share of all host memory up front, so it must fit in what is free
+    now, with a little room left (the worker refuses to start, and `doctor` warns, alike).
+    """
+    if share * total <= available * 0.95:
+        return None
+    return max(0.05, available * 0.8 / total)
+
+
 def with_overrides(profile: Profile, **overrides: object) -> Profile:
     """The profile with the knobs that were set explicitly (None means not set)."""
     return replace(profile, **{k: v for k, v in overrides.items() if v is not None})

@@ -20,13 +20,14 @@ import redis
 import sqlalchemy as sa
 
 from jobs import broker
-from jobs.messages import task_message
+from jobs.messages import summarize_message
 from jobs.models import PENDING, results, utcnow
 
 log = logging.getLogger(__name__)
 
 UNACKED = "unacked"  # kombu's hash of messages workers hold
 SCAN_LIMIT = 50_000  # above this many messages in Redis, the queue is busy: look again later
+REQUEUE_EVERY_S = 30.0  # how often workers and `submit --wait` look for stranded documents
 
 
 @dataclass(frozen=True)
@@ -36,29 +37,35 @@ class Requeued:
     scanned: bool  # False when Redis held too many messages to compare
 
 
+def messages_in_redis(client: redis.Redis, queue: str) -> int:
+    """Messages waiting in the queue plus those workers hold unacknowledged."""
+    return broker.queue_length(client, queue) + int(client.hlen(UNACKED))
+
+
 def keys_in_redis(client: redis.Redis, queue: str) -> set[str] | None:
     """Result keys that have a message waiting or held; None when there are too many to look."""
-    waiting = client.llen(queue)
-    held = client.hlen(UNACKED)
-    if waiting + held > SCAN_LIMIT:
+    if messages_in_redis(client, queue) > SCAN_LIMIT:
         return None
     keys = set()
     for raw in client.lrange(queue, 0, -1):
-        keys.update(_key_of(raw))
+        try:
+            keys.update(_key_of(json.loads(raw)))
+        except ValueError:
+            continue
     for raw in client.hvals(UNACKED):
         try:
             message = json.loads(raw)[0]  # kombu stores [message, exchange, routing key]
-        except (ValueError, IndexError, TypeError):
+        except (ValueError, IndexError, TypeError, KeyError):
             continue
-        keys.update(_key_of(json.dumps(message)))
+        keys.update(_key_of(message))
     return keys
 
 
-def _key_of(raw: bytes | str) -> set[str]:
+def _key_of(envelope: object) -> set[str]:
+    """The result key a parsed message carries, if it is one of ours (JSON, with a key)."""
+    if not isinstance(envelope, dict) or envelope.get("content-type") != "application/json":
+        return set()
     try:
-        envelope = json.loads(raw)
-        if envelope.get("content-type") != "application/json":
-            return set()
         _, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
         return {kwargs["key"]} if "key" in kwargs else set()
     except (ValueError, KeyError, TypeError):
@@ -109,7 +116,7 @@ def requeue_stranded(
     broker.push(
         client,
         queue,
-        (task_message(queue, {"key": k, "document": d, "batch": b}) for k, d, b, _ in stranded),
+        (summarize_message(queue, k, d, b) for k, d, b, _ in stranded),
     )
     rows = sum(row[3] for row in stranded)
     log.warning("requeued %d stranded documents (%d rows) with no message in Redis",

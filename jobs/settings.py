@@ -185,6 +185,11 @@ class Settings:
         values.setdefault("database_url", f"sqlite:///{Path(data_dir).resolve() / 'summarize.db'}")
         return cls(**values)
 
+    @classmethod
+    def for_command(cls, ctx) -> Settings:
+        """The settings of one CLI invocation (a click context): read once, shared by its commands."""
+        return ctx.ensure_object(dict).setdefault("settings", cls.from_env())
+
     @property
     def profile(self) -> Profile:
         """The serving profile with this process's explicit overrides applied."""

@@ -22,9 +22,10 @@ from jobs import broker, corpus
 from jobs.corpus import Text, Unreadable
 from jobs.database import insert_ignoring_conflicts, unavailable
 from jobs.errors import SummarizeError
-from jobs.messages import task_message
+from jobs.messages import summarize_message
 from jobs.models import FINAL, PENDING, batches, documents, results, utcnow
 from jobs.prompt import prompt_hash, result_key
+from jobs.requeue import REQUEUE_EVERY_S
 from jobs.settings import Settings
 
 CHUNK_FILES = 1000
@@ -166,7 +167,7 @@ def _submit_chunk(
     except sa.exc.OperationalError as exc:
         raise unavailable(settings, exc) from exc
     messages = [
-        task_message(settings.queue, {"key": key, "document": content_hash, "batch": batch})
+        summarize_message(settings.queue, key, content_hash, batch)
         for key, content_hash in keys_to_queue.items()
     ]
     try:
@@ -304,9 +305,6 @@ def progress(engine: sa.Engine, batch: str) -> Progress:
             ).all()
         )
     return Progress(sum(counts.values()), counts)
-
-
-REQUEUE_EVERY_S = 30.0
 
 
 def wait(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from jobs.errors import EngineError
-from jobs.profiles import Profile
+from jobs.profiles import Profile, memory_share_that_fits
 from jobs.prompt import TEMPERATURE
 
 log = logging.getLogger(__name__)
@@ -94,12 +94,7 @@ class VllmEngine:
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
 
     def prompt_ids(self, instruction: str, text: str) -> list[int]:
-        """The chat prompt: the fixed instruction first (shared, so prefix-cached), then the text."""
-        messages = [{"role": "system", "content": instruction}, {"role": "user", "content": text}]
-        text = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=False
-        )
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return chat_prompt_ids(self.tokenizer, instruction, text)
 
     def token_ids(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -149,6 +144,13 @@ class VllmEngine:
         self.engine.engine_core.shutdown(timeout=timeout_s)
 
 
+def chat_prompt_ids(tokenizer, instruction: str, text: str) -> list[int]:
+    """The chat prompt: the fixed instruction first (shared, so prefix-cached), then the text."""
+    messages = [{"role": "system", "content": instruction}, {"role": "user", "content": text}]
+    rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return list(tokenizer.encode(rendered, add_special_tokens=False))
+
+
 def _check_memory(share: float, cpu: bool, memory=None) -> None:
     """Refuse a memory share this machine cannot give, before vLLM fails obscurely."""
     if not cpu:
@@ -157,12 +159,12 @@ def _check_memory(share: float, cpu: bool, memory=None) -> None:
         import psutil
 
         memory = psutil.virtual_memory()
-    asked = share * memory.total
-    if asked > memory.available * 0.95:
+    fits = memory_share_that_fits(share, memory.total, memory.available)
+    if fits is not None:
         raise EngineError(
-            f"The memory share {share:.2f} asks for {asked / 2**30:.1f} GiB of host memory, but "
-            f"only {memory.available / 2**30:.1f} GiB is free: lower SUMMARIZE_GPU_MEMORY_UTILIZATION "
-            f"(for example to {max(0.05, memory.available * 0.8 / memory.total):.2f}) or "
+            f"The memory share {share:.2f} asks for {share * memory.total / 2**30:.1f} GiB of "
+            f"host memory, but only {memory.available / 2**30:.1f} GiB is free: lower "
+            f"SUMMARIZE_GPU_MEMORY_UTILIZATION (for example to {fits:.2f}) or "
             "SUMMARIZE_MAX_NUM_SEQS."
         )
 

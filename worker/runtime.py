@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from jobs.database import connect, ensure_schema
+from jobs import database
 from jobs.settings import Settings
 from worker.drain import Drain
 
@@ -24,10 +24,9 @@ def build(settings: Settings) -> Drain:
     from worker.recorder import Recorder
 
     model = resolve(settings)
-    database = connect(settings)
-    ensure_schema(settings, database)
+    db = database.ready(settings)
     engine = VllmEngine(model, settings.profile, settings.model_name, settings.tensor_parallel_size)
-    drain = Drain(engine, Recorder(database), settings)
+    drain = Drain(engine, Recorder(db), settings)
     drain.start()
     return drain
 

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import redis
+import sqlalchemy as sa
 
 from jobs import broker, requeue
-from jobs.database import connect
 from jobs.settings import Settings
 from worker import runtime
 from worker.app import configure
@@ -30,7 +30,6 @@ from worker.model import resolve as resolve_model
 log = logging.getLogger("summarize.worker")
 
 BURST_GRACE_S = 3.0  # how long the queue must stay empty before a burst worker leaves
-REQUEUE_EVERY_S = 30.0  # how often to look for documents whose message Redis lost
 
 
 def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> int:
@@ -60,7 +59,8 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
                         settings.visibility_timeout_s / 4)  # fmt: skip
         leases.start()
         stop = threading.Event()
-        sweeper = threading.Thread(target=_requeue_stranded, args=(settings, stop), daemon=True)
+        sweeper = threading.Thread(target=_requeue_stranded, daemon=True,
+                                   args=(settings, drain.recorder.db, stop))  # fmt: skip
         sweeper.start()
         worker = app.Worker(
             pool="threads",
@@ -104,14 +104,14 @@ def _scheduled_tags() -> frozenset[str]:
     return frozenset()
 
 
-def _requeue_stranded(settings: Settings, stop: threading.Event) -> None:
+def _requeue_stranded(settings: Settings, db: sa.Engine, stop: threading.Event) -> None:
     """Every REQUEUE_EVERY_S: queue again what the database says is pending and Redis lost."""
-    db = connect(settings)
     client = None
-    while not stop.wait(REQUEUE_EVERY_S):
+    every_s = requeue.REQUEUE_EVERY_S
+    while not stop.wait(every_s):
         try:
             client = client or broker.connect(settings)
-            requeue.requeue_stranded(db, client, settings.queue, older_than_s=REQUEUE_EVERY_S)
+            requeue.requeue_stranded(db, client, settings.queue, older_than_s=every_s)
         except Exception as exc:  # noqa: BLE001 - Redis or the database is down: next time
             log.warning("could not look for stranded documents: %s", exc)
             client = None
@@ -121,13 +121,13 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
     """For --burst: ask Celery to stop once the queue and this worker have been empty a while."""
     from celery.worker import state
 
-    db = connect(settings)
+    db = drain.recorder.db
     idle_since = None
     while True:
         time.sleep(0.5)
         try:
             # Unacknowledged messages are in a worker's hands, or come back when it died.
-            queued = broker.queue_length(client, settings.queue) + client.hlen(requeue.UNACKED)
+            queued = requeue.messages_in_redis(client, settings.queue)
         except (redis.RedisError, OSError):
             idle_since = None
             continue

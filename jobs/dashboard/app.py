@@ -84,5 +84,4 @@ def create_app(engine: sa.Engine, *, allowed_hosts: Sequence[str] = ("*",)) -> S
         ],
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
     )
-    app.state.engine = engine
     return app

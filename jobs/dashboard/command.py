@@ -86,7 +86,7 @@ def dashboard(ctx, host: str, port: int) -> None:
     from jobs.dashboard.app import LOOPBACK_NAMES, create_app
     from jobs.dashboard.queries import open_readonly
 
-    settings = ctx.ensure_object(dict).setdefault("settings", Settings.from_env())
+    settings = Settings.for_command(ctx)
     engine = open_readonly(settings)
     sock = bind(host, port)
     local = is_loopback(host)
