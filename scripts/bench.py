@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,8 +42,22 @@ SAMPLES = ROOT / "samples"  # warm-up documents, distinct from the measured ones
 
 
 def documents(folder: Path, limit: int | None) -> list[str]:
-    paths = sorted(p for p in folder.rglob("*") if p.suffix.lower() in (".txt", ".md"))
-    return [p.read_text(encoding="utf-8") for p in paths[:limit]]
+    """The folder's documents as `submit` reads them, each distinct text once, in walk order.
+
+    `submit` summarizes a text that appears twice in a batch once; giving every mode only
+    distinct texts keeps them doing the same work (lee-background holds 7 repeats).
+    """
+    from jobs import corpus
+    from jobs.settings import Settings
+
+    max_bytes = Settings.from_env().max_doc_bytes
+    texts: dict[str, str] = {}
+    for found in corpus.walk([folder]):
+        if found.kind == "document":
+            text = corpus.read(found.path, max_bytes)
+            if isinstance(text, corpus.Text):
+                texts.setdefault(text.content_hash, text.body)
+    return list(texts.values())[:limit]
 
 
 def child(mode: str, args: argparse.Namespace) -> dict:
@@ -65,6 +78,7 @@ def run_raw(args) -> dict:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
+    from jobs.prompt import TEMPERATURE
     from jobs.settings import Settings
     from worker.engine import VllmEngine
     from worker.model import resolve
@@ -79,7 +93,7 @@ def run_raw(args) -> dict:
         raise SystemExit(
             "raw mode needs documents that fit the context: raise SUMMARIZE_MAX_MODEL_LEN"
         )
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE)
     warm = [engine.prompt_ids(settings.instruction, d) for d in documents(SAMPLES, None)]
     engine.llm.generate([TokensPrompt(prompt_token_ids=p) for p in warm], params, use_tqdm=False)
     started = time.perf_counter()
@@ -101,15 +115,15 @@ def run_pipeline(args) -> dict:
     from jobs import database
     from jobs.models import results
     from jobs.settings import Settings
+    from jobs.views import as_utc
 
     work = Path(tempfile.mkdtemp(prefix="summarize-bench-"))
+    # SUMMARIZE_MAX_TOKENS is in os.environ already; with no SUMMARIZE_DATABASE_URL the
+    # database is a SQLite file in this data folder.
     env = os.environ | {
         "SUMMARIZE_DATA_DIR": str(work / "data"),
         "SUMMARIZE_QUEUE": f"bench-{os.getpid()}",
-        "SUMMARIZE_MAX_TOKENS": str(args.max_tokens),
     }
-    if "SUMMARIZE_DATABASE_URL" not in os.environ:
-        env["SUMMARIZE_DATABASE_URL"] = f"sqlite:///{work / 'data' / 'summarize.db'}"
     if "SUMMARIZE_MODEL" not in os.environ:
         env["SUMMARIZE_MODEL"] = str(Settings.from_env().default_model_dir)
     corpus = work / "corpus"
@@ -124,26 +138,21 @@ def run_pipeline(args) -> dict:
         subprocess.run([*summarize, "submit", str(SAMPLES), "--batch", "warm-up", "--wait",
                         "--timeout", "900"], env=env, check=True, capture_output=True)  # fmt: skip
         started = time.time()
-        subprocess.run([*summarize, "submit", str(corpus), "--batch", "bench", "--wait",
-                        "--timeout", "7200"], env=env, check=True, capture_output=True)  # fmt: skip
-        settings = Settings.from_env(env)
-        db = database.connect(settings)
+        done = subprocess.run([*summarize, "submit", str(corpus), "--batch", "bench", "--wait",
+                               "--timeout", "7200"], env=env, capture_output=True, text=True)  # fmt: skip
+        if done.returncode != 0:  # --wait exits non-zero unless every document succeeded
+            raise SystemExit(f"the bench batch did not all succeed:\n{done.stderr[-3000:]}")
+        db = database.connect(Settings.from_env(env))
         with db.connect() as conn:
             row = conn.execute(
                 sa.select(
                     sa.func.count(),
                     sa.func.sum(results.c.completion_tokens),
                     sa.func.max(results.c.finished_at),
-                    sa.func.sum(sa.case((results.c.status == "succeeded", 1), else_=0)),
                 ).where(results.c.batch == "bench")
             ).one()
         db.dispose()
-        last = row[2] if isinstance(row[2], datetime) else datetime.fromisoformat(row[2])
-        if last.tzinfo is None:  # SQLite keeps no time zone; we write UTC
-            last = last.replace(tzinfo=timezone.utc)
-        seconds = last.timestamp() - started
-        if row[3] != row[0]:
-            raise SystemExit(f"only {row[3]} of {row[0]} documents succeeded")
+        seconds = as_utc(row[2]).timestamp() - started  # SQLite keeps no time zone; we write UTC
         return {
             "mode": "pipeline",
             "docs": row[0],
@@ -168,6 +177,7 @@ def run_hf(args) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from jobs.settings import Settings
+    from worker.engine import chat_prompt_ids
     from worker.model import resolve
 
     settings = Settings.from_env()
@@ -178,12 +188,7 @@ def run_hf(args) -> dict:
         tokenizer.pad_token = tokenizer.eos_token
 
     def prompt(text: str) -> list[int]:
-        messages = [{"role": "system", "content": settings.instruction},
-                    {"role": "user", "content": text}]  # fmt: skip
-        rendered = tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=False
-        )
-        return tokenizer.encode(rendered, add_special_tokens=False)
+        return chat_prompt_ids(tokenizer, settings.instruction, text)
 
     def generate(model, prompts: list[list[int]], batch: int) -> int:
         produced = 0
@@ -237,8 +242,6 @@ def run_submit(args) -> dict:
             make_files(folder, count)
             env = os.environ | {"SUMMARIZE_DATA_DIR": str(work / "data"),
                                 "SUMMARIZE_QUEUE": f"submit-bench-{os.getpid()}"}  # fmt: skip
-            if "SUMMARIZE_DATABASE_URL" not in os.environ:
-                env["SUMMARIZE_DATABASE_URL"] = f"sqlite:///{work / 'data' / 'summarize.db'}"
             if args.embedded_submit:
                 env.pop("SUMMARIZE_BROKER_URL", None)
             # Create the schema first, so the measurement is of submitting alone.
@@ -253,7 +256,7 @@ def run_submit(args) -> dict:
             if status != 0:
                 raise SystemExit(f"submit failed: {process.stderr.read().decode()[-2000:]}")
             figures[count] = (count / seconds, usage.ru_maxrss / 1024)
-            if not env.get("SUMMARIZE_BROKER_URL"):
+            if not env.get("SUMMARIZE_BROKER_URL"):  # submit stops it when idle; be sure
                 from jobs.broker import EmbeddedRedis
                 from jobs.settings import Settings
 
