@@ -26,12 +26,7 @@ class SlowRefusingEngine(FakeEngine):
     """Finishes one document per step, a little slower each step; refuses 'poison' outright."""
 
     def __init__(self):
-        super().__init__(per_step=1)
-
-    def add(self, request_id, prompt_ids, max_tokens):
-        if "poison" in self.text_of(prompt_ids).split():
-            raise ValueError("the engine refused this prompt")
-        super().add(request_id, prompt_ids, max_tokens)
+        super().__init__(per_step=1, refuse_on="poison")
 
     def step(self):
         time.sleep(STEP_S * (1 + self.steps % 4))
@@ -63,6 +58,19 @@ def summarize_queued(settings, db, batch: str) -> None:
         drain.stop(timeout=5)
     assert fatal == []
     assert pending == []
+
+
+def durations(db, batch: str) -> list[float]:
+    """Seconds each document the batch generated itself took (not deduplicated), slowest first."""
+    with db.connect() as conn:
+        rows = conn.execute(
+            sa.select(results.c.started_at, results.c.finished_at).where(
+                results.c.batch == batch,
+                results.c.status == "succeeded",
+                sa.not_(results.c.deduplicated),
+            )
+        ).all()
+    return sorted(((f - s).total_seconds() for s, f in rows), reverse=True)
 
 
 MONDAY = {f"m{i}.txt": f"monday report number {i} " * (i + 1) for i in range(5)}

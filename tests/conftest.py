@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import redis
 import sqlalchemy as sa
+from click.testing import CliRunner, Result
 
 from jobs import database
+from jobs.cli import main
 from jobs.settings import Settings
 
 
@@ -93,6 +95,23 @@ def db(settings) -> sa.Engine:
     engine.dispose()
 
 
+@pytest.fixture
+def week(settings, db, tmp_path) -> sa.Engine:
+    """Monday's and tuesday's batches, made for real by tests/batches.py; yields the database."""
+    from tests.batches import make_week  # it imports this module (through tests.test_drain)
+
+    make_week(settings, db, tmp_path)
+    return db
+
+
+@pytest.fixture(scope="module")
+def model() -> Path:
+    """The real default model, looked up (or fetched) once per test module."""
+    from tests.stack import model_dir  # it imports this module
+
+    return model_dir()
+
+
 def write(folder: Path, name: str, content: str | bytes) -> Path:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,3 +120,8 @@ def write(folder: Path, name: str, content: str | bytes) -> Path:
     else:
         path.write_text(content, encoding="utf-8")
     return path
+
+
+def run(env: dict[str, str], *args: str) -> Result:
+    """The `summarize` CLI in this process: exceptions propagate instead of becoming exit code 1."""
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)

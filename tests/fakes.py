@@ -20,11 +20,13 @@ class FakeEngine:
         max_model_len: int = 256,
         per_step: int = 1_000,
         explode_on: str | None = None,
+        refuse_on: str | None = None,
         gate: threading.Semaphore | None = None,
     ):
         self.max_model_len = max_model_len
         self.per_step = per_step
         self.explode_on = explode_on  # a word whose prompt makes step() raise, like a driver fault
+        self.refuse_on = refuse_on  # a word whose prompt add() refuses, as for one bad document
         self.gate = gate  # when given, each step waits for a release: the test sets the pace
         self.vocab: dict[str, int] = dict(SPECIAL)
         self.words: dict[int, str] = {v: k for k, v in SPECIAL.items()}
@@ -50,6 +52,8 @@ class FakeEngine:
         return [1, *self.token_ids(instruction), 2, *self.token_ids(text), 3]
 
     def add(self, request_id: str, prompt_ids: list[int], max_tokens: int) -> None:
+        if self.refuse_on and self.refuse_on in self.text_of(prompt_ids).split():
+            raise ValueError("the engine refused this prompt")
         if len(prompt_ids) + max_tokens > self.max_model_len:
             raise ValueError(f"prompt of {len(prompt_ids)} tokens does not fit")
         self.running.append((request_id, prompt_ids, max_tokens))

@@ -10,6 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import sqlalchemy as sa
+
+from jobs.models import results
+from tests.conftest import LEE, POSTGRES_URL
+
 SUMMARIZE = [sys.executable, "-m", "jobs.cli"]
 DEFAULT_TEST_MODEL = Path.home() / ".cache" / "summarize-tests" / "models" / "SmolLM2-135M-Instruct"
 
@@ -31,6 +36,26 @@ def cli(env: dict[str, str], *args: str, timeout_s: float = 300) -> subprocess.C
     return subprocess.run(
         [*SUMMARIZE, *args], env=os.environ | env, capture_output=True, text=True, timeout=timeout_s
     )
+
+
+def copy_lee(folder: Path, start: int, count: int) -> Path:
+    """Articles start … start+count-1 of the lee-background corpus, copied into folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for article in sorted(LEE.glob("*.txt"))[start : start + count]:
+        shutil.copy(article, folder / article.name)
+    return folder
+
+
+def rows(batch: str | None = None) -> list[sa.Row]:
+    """The results rows in the test PostgreSQL, of one batch or of all."""
+    engine = sa.create_engine(POSTGRES_URL, poolclass=sa.pool.NullPool)
+    query = sa.select(results)
+    if batch:
+        query = query.where(results.c.batch == batch)
+    with engine.connect() as conn:
+        found = conn.execute(query).all()
+    engine.dispose()
+    return found
 
 
 class Worker:

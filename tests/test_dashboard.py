@@ -11,7 +11,6 @@ import re
 import select
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,8 @@ from jobs.dashboard.queries import open_readonly
 from jobs.errors import SummarizeError
 from jobs.models import results
 from jobs.views import batch_stats
-from tests.batches import make_week, submit, summarize_queued
+from tests.batches import durations, submit, summarize_queued
+from tests.stack import SUMMARIZE
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
@@ -36,30 +36,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 
 @pytest.fixture
-def week(settings, db, tmp_path):
-    make_week(settings, db, tmp_path)
-    return db
-
-
-@pytest.fixture
 def client(settings, week):
     """The app over a read-only engine, as `summarize dashboard` builds it."""
     engine = open_readonly(settings)
     with TestClient(create_app(engine)) as client:
         yield client
     engine.dispose()
-
-
-def durations(db, batch: str) -> list[float]:
-    with db.connect() as conn:
-        rows = conn.execute(
-            sa.select(results.c.started_at, results.c.finished_at).where(
-                results.c.batch == batch,
-                results.c.status == "succeeded",
-                sa.not_(results.c.deduplicated),
-            )
-        ).all()
-    return sorted(((f - s).total_seconds() for s, f in rows), reverse=True)
 
 
 # -- the JSON endpoints -----------------------------------------------------------------------
@@ -217,7 +199,7 @@ def test_a_port_in_use_is_an_error_that_says_what_to_do(env, db):
 def server(env, week):
     """`summarize dashboard --port 0` in its own process; yields its URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli", "dashboard", "--port", "0"],
+        [*SUMMARIZE, "dashboard", "--port", "0"],
         env=os.environ | env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import sqlalchemy as sa
 
 from jobs import database
 from tests.services import RedisServer
-from tests.stack import model_dir
+from tests.stack import cli, model_dir
 
 # Each run imports vLLM in a child (seconds): the checks are the same on either database.
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 def doctor(env: dict[str, str], **extra) -> tuple[int, dict[str, str]]:
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", "doctor"], env=os.environ | env | extra,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = cli(env | extra, "doctor")
     lines = {}
     for line in done.stdout.splitlines():
         mark, name, found = line.split(None, 2)

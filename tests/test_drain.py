@@ -149,14 +149,7 @@ def test_a_failing_document_is_retried_with_backoff_then_failed_at_the_limit(
     settings, db, tmp_path, run_drain
 ):
     keys = submitted(settings, db, tmp_path, {"bad.txt": "poison here", "good.txt": "fine"})
-
-    class Refusing(FakeEngine):
-        def add(self, request_id, prompt_ids, max_tokens):
-            if "poison" in self.text_of(prompt_ids).split():
-                raise ValueError("the engine refused this prompt")
-            super().add(request_id, prompt_ids, max_tokens)
-
-    drain = run_drain(Refusing())
+    drain = run_drain(FakeEngine(refuse_on="poison"))
     assert drain.summarize(keys["good.txt"]).result(WAIT_S).status == "succeeded"
 
     tries = [drain.summarize(keys["bad.txt"]).result(WAIT_S) for _ in range(settings.max_attempts)]

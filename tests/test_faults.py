@@ -12,45 +12,18 @@ import json
 import os
 import pickle
 import random
-import shutil
 import signal
 import time
 
 import pytest
 import redis
-import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from jobs.models import results
-from tests.conftest import LEE, POSTGRES_URL, _reset_postgres
+from tests.conftest import POSTGRES_URL, _reset_postgres
 from tests.services import RedisServer, TcpProxy
-from tests.stack import Worker, cli, model_dir
+from tests.stack import Worker, cli, copy_lee, rows
 
 pytestmark = pytest.mark.engine
-READY_TIMEOUT_S = 300
-
-
-@pytest.fixture(scope="module")
-def model():
-    return model_dir()
-
-
-def copy_lee(folder, start: int, count: int):
-    folder.mkdir(parents=True, exist_ok=True)
-    for article in sorted(LEE.glob("*.txt"))[start : start + count]:
-        shutil.copy(article, folder / article.name)
-    return folder
-
-
-def rows(batch: str | None = None) -> list[sa.Row]:
-    engine = sa.create_engine(POSTGRES_URL, poolclass=sa.pool.NullPool)
-    query = sa.select(results)
-    if batch:
-        query = query.where(results.c.batch == batch)
-    with engine.connect() as conn:
-        found = conn.execute(query).all()
-    engine.dispose()
-    return found
 
 
 def count(batch: str, status: str) -> int:

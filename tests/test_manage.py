@@ -7,7 +7,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import redis
@@ -16,16 +15,14 @@ from click.testing import CliRunner
 
 from jobs.cli import main
 from jobs.models import results
-from tests.conftest import write
+from tests.batches import summarize_queued
+from tests.conftest import run, write
 from tests.fakes import FakeEngine
+from tests.stack import SUMMARIZE
 from worker.drain import Drain
 from worker.recorder import Recorder
 
 WAIT_S = 10
-
-
-def run(env, *args):
-    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
 
 
 def all_rows(db):
@@ -42,21 +39,8 @@ def processed(env, settings, db, tmp_path):
     write(folder, "c.txt", "poison here")
     write(folder, "empty.txt", "")
     assert run(env, "submit", str(folder), "--batch", "night").exit_code == 0
-
-    class Refusing(FakeEngine):
-        def add(self, request_id, prompt_ids, max_tokens):
-            if "poison" in self.text_of(prompt_ids).split():
-                raise ValueError("refused")
-            super().add(request_id, prompt_ids, max_tokens)
-
-    drain = Drain(Refusing(), Recorder(db, retry_s=1), settings.with_changes(max_attempts=1),
-                  on_fatal=lambda d: None)  # fmt: skip
-    drain.start()
+    summarize_queued(settings.with_changes(max_attempts=1), db, "night")
     client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
-    keys = {r.result_key for r in all_rows(db) if r.result_key}
-    for key in keys:
-        drain.summarize(key).result(WAIT_S)
-    drain.stop(5)
     client.delete(env["SUMMARIZE_QUEUE"])  # the messages were consumed
     return folder
 
@@ -165,7 +149,7 @@ def test_results_of_a_million_rows_stream_in_constant_memory(env, db, tmp_path):
                 ),
                 {"last": rows - 1},
             )
-        process = subprocess.Popen([sys.executable, "-m", "jobs.cli", "results", "--format", "csv"],
+        process = subprocess.Popen([*SUMMARIZE, "results", "--format", "csv"],
                                    env=os.environ | env, stdout=subprocess.PIPE)  # fmt: skip
         lines = sum(1 for _ in process.stdout)
         _, status, usage = os.wait4(process.pid, 0)

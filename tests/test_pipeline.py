@@ -6,7 +6,6 @@ These tests start the real engine (about a minute each on two cores) and run in 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from jobs.broker import EmbeddedRedis
 from jobs.models import results
 from jobs.settings import Settings
 from tests.conftest import LEE, POSTGRES_URL, _reset_postgres
-from tests.stack import Worker, cli, model_dir
+from tests.stack import Worker, cli, copy_lee
 
 pytestmark = pytest.mark.engine
 # An instruction of more than 128 tokens, so that the CPU build's prefix cache can hold it.
@@ -34,11 +33,6 @@ INSTRUCTION = (
 WORKER_TIMEOUT_S = 900
 
 
-@pytest.fixture(scope="module")
-def model():
-    return model_dir()
-
-
 def tokenizer_count(model, instruction: str, text: str) -> int:
     from transformers import AutoTokenizer
 
@@ -52,10 +46,7 @@ def test_submitted_documents_are_summarized_by_a_real_worker_into_postgresql(
     tmp_path, redis_url, queue_name, model
 ):
     _reset_postgres()
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for article in sorted(LEE.glob("*.txt"))[:12]:
-        shutil.copy(article, corpus / article.name)
+    corpus = copy_lee(tmp_path / "corpus", 0, 12)
     # A report several times longer than the context: it must be summarized in parts.
     long_text = "\n\n".join(a.read_text() for a in sorted(LEE.glob("*.txt"))[20:40])
     (corpus / "long-report.txt").write_text(long_text)
@@ -81,6 +72,8 @@ def test_submitted_documents_are_summarized_by_a_real_worker_into_postgresql(
     engine = sa.create_engine(POSTGRES_URL)
     with engine.connect() as conn:
         rows = {r.source_path.rsplit("/", 1)[-1]: r for r in conn.execute(sa.select(results))}
+        # The dashboards' view of this batch, checked against `summarize status` below.
+        view = conn.execute(sa.text("SELECT * FROM batch_stats WHERE batch = 'lee'")).one()
     engine.dispose()
     assert len(rows) == 13
     assert {r.status for r in rows.values()} == {"succeeded"}, {n: r.error for n, r in rows.items()}
@@ -117,10 +110,6 @@ def test_submitted_documents_are_summarized_by_a_real_worker_into_postgresql(
     assert sum(1 for c in cached if c >= 128) >= len(cached) - 4, cached
 
     # The dashboards' view of this real batch says what `summarize status` says.
-    engine = sa.create_engine(POSTGRES_URL)
-    with engine.connect() as conn:
-        view = conn.execute(sa.text("SELECT * FROM batch_stats WHERE batch = 'lee'")).one()
-    engine.dispose()
     assert (view.documents, view.succeeded, view.prompt_tokens, view.completion_tokens) == (
         batch["documents"], batch["by_status"]["succeeded"], batch["prompt_tokens"],
         batch["completion_tokens"],

@@ -6,16 +6,14 @@ import json
 
 import redis
 import sqlalchemy as sa
-from click.testing import CliRunner
 
-from jobs.cli import main
 from jobs.models import results
 from jobs.requeue import UNACKED, requeue_stranded
-from tests.conftest import write
+from tests.conftest import run, write
 
 
 def submit(env, folder, batch="b"):
-    result = CliRunner().invoke(main, ["submit", str(folder), "--batch", batch], env=env)
+    result = run(env, "submit", str(folder), "--batch", batch)
     assert result.exit_code == 0, result.output
 
 
@@ -80,7 +78,7 @@ def test_the_requeue_command_reports_what_it_put_back(env, db, tmp_path):
     submit(env, tmp_path / "in", batch="night")
     redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"]).flushdb()
 
-    result = CliRunner().invoke(main, ["requeue", "night", "--older-than", "0"], env=env)
+    result = run(env, "requeue", "night", "--older-than", "0")
 
     assert result.exit_code == 0, result.output
     assert result.output == "Queued 1 document again (1 row) that had no message in Redis.\n"

@@ -7,18 +7,15 @@ exactly once, both workers take part, and the nightly script sees the batch thro
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 from datetime import date
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
-from jobs.models import results
-from tests.conftest import LEE, POSTGRES_URL, _reset_postgres
-from tests.stack import Worker, model_dir
+from tests.conftest import POSTGRES_URL, _reset_postgres
+from tests.stack import Worker, copy_lee, model_dir, rows
 
 pytestmark = pytest.mark.engine
 NIGHTLY = Path(__file__).resolve().parents[1] / "scripts" / "nightly"
@@ -28,10 +25,7 @@ def test_two_workers_share_a_batch_and_each_document_is_summarized_once(
     tmp_path, redis_url, queue_name
 ):
     _reset_postgres()
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for article in sorted(LEE.glob("*.txt"))[230:290]:
-        shutil.copy(article, corpus / article.name)
+    corpus = copy_lee(tmp_path / "corpus", 230, 60)
     env = {
         "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
         "SUMMARIZE_DATABASE_URL": POSTGRES_URL,
@@ -58,18 +52,15 @@ def test_two_workers_share_a_batch_and_each_document_is_summarized_once(
         first.kill()
         second.kill()
 
-    engine = sa.create_engine(POSTGRES_URL, poolclass=sa.pool.NullPool)
-    with engine.connect() as conn:
-        rows = conn.execute(sa.select(results)).all()
-    engine.dispose()
-    assert sorted(r.source_path.rsplit("/", 1)[-1] for r in rows) == sorted(
+    final = rows()
+    assert sorted(r.source_path.rsplit("/", 1)[-1] for r in final) == sorted(
         p.name for p in corpus.iterdir()
     )
-    assert {r.status for r in rows} == {"succeeded"}
-    assert {r.attempts for r in rows} == {1}  # nobody took a document another worker had
+    assert {r.status for r in final} == {"succeeded"}
+    assert {r.attempts for r in final} == {1}  # nobody took a document another worker had
     shares = [w.log_path.read_text().count("succeeded in") for w in (first, second)]
     assert all(share > 0 for share in shares), shares
-    assert sum(shares) == len({r.result_key for r in rows})
+    assert sum(shares) == len({r.result_key for r in final})
     print(
-        f"\ntwo workers: {shares[0]} and {shares[1]} documents, {len(rows)} rows, attempts 1 each"
+        f"\ntwo workers: {shares[0]} and {shares[1]} documents, {len(final)} rows, attempts 1 each"
     )

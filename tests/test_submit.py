@@ -10,15 +10,9 @@ import shutil
 import pytest
 import redis
 import sqlalchemy as sa
-from click.testing import CliRunner
 
-from jobs.cli import main
 from jobs.models import batches, documents, results
-from tests.conftest import write
-
-
-def run(env, *args):
-    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+from tests.conftest import run, write
 
 
 def queued_messages(env) -> list[dict]:

@@ -18,13 +18,7 @@ from jobs import database
 from jobs.models import batches, results
 from jobs.status import batch_status
 from jobs.views import as_utc, batch_stats, daily_stats, failures
-from tests.batches import MONDAY, TUESDAY, make_week, submit, summarize_queued
-
-
-@pytest.fixture
-def week(settings, db, tmp_path):
-    make_week(settings, db, tmp_path)
-    return db
+from tests.batches import MONDAY, TUESDAY, durations, submit, summarize_queued
 
 
 def view_rows(db, view, key: str) -> dict:
@@ -79,17 +73,6 @@ def nearest_rank(values: list[float], percent: int) -> float | None:
     return ordered[-(-percent * len(ordered) // 100) - 1]
 
 
-def generated_seconds(db, **where) -> list[float]:
-    """Time per document of the rows a batch generated itself, computed in Python."""
-    query = sa.select(results).where(
-        results.c.status == "succeeded", sa.not_(results.c.deduplicated)
-    )
-    for column, value in where.items():
-        query = query.where(results.c[column] == value)
-    with db.connect() as conn:
-        return [(r.finished_at - r.started_at).total_seconds() for r in conn.execute(query)]
-
-
 def test_batch_stats_agree_with_summarize_status_once_batches_are_done(week):
     found = view_rows(week, batch_stats, "batch")
 
@@ -122,7 +105,7 @@ def test_batch_percentiles_are_the_nearest_rank_of_each_documents_time(week):
     found = view_rows(week, batch_stats, "batch")
 
     for batch in ("monday", "tuesday"):
-        seconds = generated_seconds(week, batch=batch)
+        seconds = durations(week, batch)
         assert len(set(seconds)) > 2  # the documents really took different times
         assert found[batch].p50_document_s == pytest.approx(nearest_rank(seconds, 50), abs=1e-6)
         assert found[batch].p95_document_s == pytest.approx(nearest_rank(seconds, 95), abs=1e-6)
