@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -84,6 +85,20 @@ class Worker:
             raise AssertionError(
                 f"the worker did not finish in {timeout_s} s:\n{self.tail()}"
             ) from None
+
+    def ready(self) -> bool:
+        """Whether the worker has loaded its engine and its consumer takes messages."""
+        return "worker ready" in self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout_s: float = 600) -> None:
+        """Block until the worker takes messages; a test that submits first races its start."""
+        deadline = time.monotonic() + timeout_s
+        while not self.ready():
+            if self.process.poll() is not None:
+                raise AssertionError(f"the worker exited before it was ready:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the worker was not ready in {timeout_s} s:\n{self.tail()}")
+            time.sleep(0.2)
 
     def signal(self, signum: int) -> None:
         os.kill(self.process.pid, signum)

@@ -41,6 +41,10 @@ def test_two_workers_share_a_batch_and_each_document_is_summarized_once(
     first = Worker(env, tmp_path / "worker-a.log")
     second = Worker(env, tmp_path / "worker-b.log")
     try:
+        # Both take messages before the batch exists: otherwise the first to load its model
+        # could summarize everything while the second is still starting.
+        first.wait_ready()
+        second.wait_ready()
         done = subprocess.run([str(NIGHTLY), str(corpus), "--deadline", "20m"],
                               env=os.environ | env, capture_output=True, text=True, timeout=1800)  # fmt: skip
         assert done.returncode == 0, done.stderr + first.tail() + second.tail()

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from jobs import broker, requeue
 from jobs.settings import Settings
-from worker import runtime
+from worker import echo, runtime
 from worker.app import configure
 from worker.leases import Leases
 from worker.model import resolve as resolve_model
@@ -30,6 +30,7 @@ from worker.model import resolve as resolve_model
 log = logging.getLogger("summarize.worker")
 
 BURST_GRACE_S = 3.0  # how long the queue must stay empty before a burst worker leaves
+READY = "worker ready"  # logged once the consumer takes messages (tests and operators wait for it)
 
 
 def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> int:
@@ -45,7 +46,9 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         in_flight,
         profile.use_when,
     )
-    if Path(resolve_model(settings)).exists():  # says how to fetch the model when it is missing
+    if (
+        settings.model_name != echo.MODEL and Path(resolve_model(settings)).exists()
+    ):  # says how to fetch the model when it is missing
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder needs no hub
     with broker.session(settings) as client:
         log.info("queue %r on %s", settings.queue, broker.describe(settings))
@@ -55,6 +58,7 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         log.info("engine ready in %.1f s", time.monotonic() - started)
         app = configure(settings)
         _on_shutdown(lambda: drain.begin_shutdown(settings.stop_grace_s))
+        _on_ready(lambda: log.info("%s: taking documents from queue %r", READY, settings.queue))
         leases = Leases(broker.connect(settings), lambda: drain.held | _scheduled_tags(),
                         settings.visibility_timeout_s / 4)  # fmt: skip
         leases.start()
@@ -90,6 +94,13 @@ def _on_shutdown(callback) -> None:
     from celery.signals import worker_shutting_down
 
     worker_shutting_down.connect(lambda **_: callback(), weak=False)
+
+
+def _on_ready(callback) -> None:
+    """Run `callback` once Celery's consumer is connected and takes messages."""
+    from celery.signals import worker_ready
+
+    worker_ready.connect(lambda **_: callback(), weak=False)
 
 
 def _scheduled_tags() -> frozenset[str]:
