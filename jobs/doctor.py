@@ -93,9 +93,15 @@ def check_redis(settings: Settings) -> Check:
     return Check("redis", True, found)
 
 
+ECHO_FOUND = "echo: the instant engine, no model (summaries are each document's first sentence)"
+
+
 def check_model(settings: Settings) -> Check:
+    from worker.echo import MODEL as ECHO
     from worker.model import resolve
 
+    if settings.model_name == ECHO:
+        return Check("model", True, ECHO_FOUND)
     try:
         return Check("model", True, resolve(settings))
     except SummarizeError as exc:

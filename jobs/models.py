@@ -6,12 +6,15 @@ the README's column list in step.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
+    Date,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -77,6 +80,7 @@ class Result(Base):
         Index(None, "batch", "status"),
         Index(None, "result_key", "status"),
         Index(None, "status", "started_at"),
+        Index(None, "status", "finished_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -103,6 +107,79 @@ class Result(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+def _count(kind=Integer) -> Mapped[int]:
+    return mapped_column(kind, server_default="0")
+
+
+class _Figures:
+    """What a rollup counts of its rows (see migration 0003: triggers keep them in step)."""
+
+    succeeded: Mapped[int] = _count()
+    failed: Mapped[int] = _count()
+    cancelled: Mapped[int] = _count()
+    deduplicated: Mapped[int] = _count()
+    generated: Mapped[int] = _count()  # succeeded and not deduplicated
+    prompt_tokens: Mapped[int] = _count(BigInteger)  # rows not deduplicated
+    completion_tokens: Mapped[int] = _count(BigInteger)
+    cached_tokens: Mapped[int] = _count(BigInteger)
+    first_started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class BatchRollup(_Figures, Base):
+    """One batch's figures, read by `batch_stats`, `summarize status` and the dashboards."""
+
+    __tablename__ = "batch_rollups"
+
+    batch: Mapped[str] = mapped_column(
+        String(200), ForeignKey("batches.name", ondelete="CASCADE"), primary_key=True
+    )
+    documents: Mapped[int] = _count()
+    queued: Mapped[int] = _count()
+    running: Mapped[int] = _count()
+
+
+class DailyRollup(_Figures, Base):
+    """The figures of one batch's rows that finished on one UTC day, read by `daily_stats`."""
+
+    __tablename__ = "daily_rollups"
+    __table_args__ = (Index(None, "batch"),)
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    batch: Mapped[str] = mapped_column(
+        String(200), ForeignKey("batches.name", ondelete="CASCADE"), primary_key=True
+    )
+    documents: Mapped[int] = _count()
+
+
+class DurationCount(Base):
+    """Generated rows per (day, batch, time bucket): the histogram p50 and p95 come from."""
+
+    __tablename__ = "duration_counts"
+    __table_args__ = (Index(None, "batch"),)
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    batch: Mapped[str] = mapped_column(
+        String(200), ForeignKey("batches.name", ondelete="CASCADE"), primary_key=True
+    )
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
+    documents: Mapped[int] = _count()
+
+
+class DurationBucket(Base):
+    """The fixed time buckets: four per doubling, from 2^-10 s to 2^17 s."""
+
+    __tablename__ = "duration_buckets"
+    __table_args__ = (Index(None, "low_s"),)
+
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    low_s: Mapped[float] = mapped_column(Float)
+    high_s: Mapped[float | None] = mapped_column(Float)
+    seconds: Mapped[float] = mapped_column(Float)  # what a percentile in this bucket reports
+
+
 documents = Document.__table__
 batches = Batch.__table__
 results = Result.__table__
+batch_rollups = BatchRollup.__table__
+daily_rollups = DailyRollup.__table__

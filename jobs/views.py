@@ -12,6 +12,10 @@ from datetime import datetime, timezone
 
 import sqlalchemy as sa
 
+# p50 and p95 come from a histogram of four buckets per doubling (migration 0003), reported
+# at each bucket's geometric middle: within this share of the exact nearest-rank value.
+PERCENTILE_ERROR = 2 ** (1 / 8) - 1
+
 
 def _figures() -> tuple[sa.ColumnClause, ...]:
     """The figures both stats views share (a column can belong to one table only)."""

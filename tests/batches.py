@@ -13,6 +13,7 @@ import time
 import sqlalchemy as sa
 
 from jobs.models import results
+from jobs.views import as_utc
 from tests.fakes import FakeEngine
 from tests.test_drain import submitted
 from worker.drain import Drain
@@ -93,3 +94,32 @@ def make_week(settings, db, tmp_path) -> None:
     summarize_queued(settings, db, "monday")
     submit(settings, db, tmp_path, "tuesday", TUESDAY)
     summarize_queued(settings, db, "tuesday")
+
+
+STATUS_COUNTS = ("queued", "running", "succeeded", "failed", "cancelled")
+COUNTED = (
+    "documents",
+    *STATUS_COUNTS,
+    "deduplicated",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+)
+
+
+def recount(db, batch: str) -> dict:
+    """A batch's figures counted again from its rows, in Python: what the rollups must hold."""
+    with db.connect() as conn:
+        rows = conn.execute(sa.select(results).where(results.c.batch == batch)).all()
+    spent = [r for r in rows if not r.deduplicated]
+    figures = {"documents": len(rows), "deduplicated": sum(bool(r.deduplicated) for r in rows)}
+    for status in ("queued", "running", "succeeded", "failed", "cancelled"):
+        figures[status] = sum(r.status == status for r in rows)
+    for tokens in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+        figures[tokens] = sum(getattr(r, tokens) or 0 for r in spent)
+    started = [as_utc(r.started_at) for r in spent if r.started_at]
+    finished = [as_utc(r.finished_at) for r in spent if r.finished_at]
+    figures["first_started_at"] = min(started, default=None)
+    figures["last_finished_at"] = max(finished, default=None)
+    figures["generated"] = sum(r.status == "succeeded" for r in spent)
+    return figures

@@ -11,7 +11,9 @@ import threading
 
 from jobs import database
 from jobs.settings import Settings
+from worker import echo
 from worker.drain import Drain
+from worker.engine import Engine
 
 _drain: Drain | None = None
 _lock = threading.Lock()
@@ -19,16 +21,23 @@ _lock = threading.Lock()
 
 def build(settings: Settings) -> Drain:
     """Load the model into the engine and start the drain loop."""
-    from worker.engine import VllmEngine
-    from worker.model import resolve
     from worker.recorder import Recorder
 
-    model = resolve(settings)
-    db = database.ready(settings)
-    engine = VllmEngine(model, settings.profile, settings.model_name, settings.tensor_parallel_size)
-    drain = Drain(engine, Recorder(db), settings)
+    engine = build_engine(settings)
+    drain = Drain(engine, Recorder(database.ready(settings)), settings)
     drain.start()
     return drain
+
+
+def build_engine(settings: Settings) -> Engine:
+    """The instant engine for SUMMARIZE_MODEL=echo; otherwise vLLM with the model loaded."""
+    if settings.model_name == echo.MODEL:
+        return echo.EchoEngine(settings.profile.max_model_len)
+    from worker.engine import VllmEngine
+    from worker.model import resolve
+
+    model = resolve(settings)
+    return VllmEngine(model, settings.profile, settings.model_name, settings.tensor_parallel_size)
 
 
 def install(drain: Drain) -> None:

@@ -73,7 +73,9 @@ def overview(engine: sa.Engine, latest: int = LATEST_BATCHES, days: int = DAYS) 
         daily = conn.execute(
             sa.select(daily_stats).where(daily_stats.c.day >= since).order_by(daily_stats.c.day)
         ).all()
-        failed = conn.execute(sa.select(sa.func.count()).select_from(failures)).scalar_one()
+        failed = conn.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(batch_stats.c.failed), 0))
+        ).scalar_one()
     rows = [_plain(row) for row in batches]
     return {
         "active": any(row["queued"] or row["running"] for row in rows),

@@ -1,0 +1,119 @@
+"""The rollups say what the rows say, after every way a row can change.
+
+Readers (`summarize status`, `batches`, the dashboard, Grafana) read rollups that
+triggers keep in step with `results` (migration 0003). After each step below, on
+SQLite and on PostgreSQL, every count and token total equals a full recount of
+the rows; first start and last finish equal it too while nothing was tried
+twice, and otherwise only ever move outward (a retried document keeps the batch's
+first start).
+"""
+
+from __future__ import annotations
+
+import redis
+import sqlalchemy as sa
+
+from jobs import batches
+from jobs.models import results
+from jobs.requeue import requeue_stranded
+from jobs.views import as_utc, batch_stats, daily_stats
+from tests.batches import COUNTED, TUESDAY, make_week, recount, submit, summarize_queued
+from worker.recorder import Recorder
+
+
+def stats(db, batch: str):
+    with db.connect() as conn:
+        return conn.execute(sa.select(batch_stats).where(batch_stats.c.batch == batch)).one()
+
+
+def assert_rollup_agrees(db, batch: str, *, exact_times: bool) -> None:
+    row, counted = stats(db, batch), recount(db, batch)
+    assert {name: getattr(row, name) for name in COUNTED} == {n: counted[n] for n in COUNTED}
+    first, last = as_utc(row.first_started_at), as_utc(row.last_finished_at)
+    if exact_times:
+        assert (first, last) == (counted["first_started_at"], counted["last_finished_at"])
+    else:  # a start or finish that was undone stays in the rollup: times only move outward
+        assert counted["first_started_at"] is None or first <= counted["first_started_at"]
+        assert counted["last_finished_at"] is None or last >= counted["last_finished_at"]
+
+
+def assert_days_agree(db) -> None:
+    """daily_stats per day: the rows that finished that day, counted again."""
+    with db.connect() as conn:
+        rows = conn.execute(sa.select(results).where(results.c.finished_at.is_not(None))).all()
+        days = {r.day: r for r in conn.execute(sa.select(daily_stats))}
+    expected = {}
+    for r in rows:
+        day = expected.setdefault(
+            as_utc(r.finished_at).date(),
+            dict.fromkeys(
+                ("documents", "succeeded", "failed", "cancelled", "deduplicated", "prompt_tokens"),
+                0,
+            ),
+        )
+        day["documents"] += 1
+        day[r.status] += 1
+        day["deduplicated"] += bool(r.deduplicated)
+        day["prompt_tokens"] += 0 if r.deduplicated else r.prompt_tokens or 0
+    assert {d: {k: getattr(row, k) for k in expected[d]} for d, row in days.items()} == expected
+
+
+def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_requeue_and_delete(
+    settings, db, tmp_path
+):
+    client = redis.Redis.from_url(settings.broker_url)
+    make_week(settings, db, tmp_path)  # submit and drain; one refused until failed, one unreadable
+    for batch in ("monday", "tuesday"):
+        assert_rollup_agrees(db, batch, exact_times=True)
+    assert_days_agree(db)
+    assert stats(db, "tuesday").failed == 2
+
+    retried = batches.retry_failed(db, client, settings.queue, "tuesday")
+    assert retried.rows == 1
+    assert (stats(db, "tuesday").failed, stats(db, "tuesday").queued) == (1, 1)
+    assert_rollup_agrees(db, "tuesday", exact_times=False)
+    assert_days_agree(db)
+
+    assert batches.cancel(db, "tuesday") == 1
+    assert stats(db, "tuesday").cancelled == 1
+    assert_rollup_agrees(db, "tuesday", exact_times=False)
+    assert_days_agree(db)
+
+    # Wednesday: a worker claims documents, hands some back, and dies holding the rest.
+    wednesday = {f"w{i}.txt": f"wednesday memo {i} " * (i + 2) for i in range(6)}
+    wednesday["again.txt"] = TUESDAY["t01.txt"]  # deduplicated: summarized on tuesday
+    submit(settings, db, tmp_path, "wednesday", wednesday)
+    assert_rollup_agrees(db, "wednesday", exact_times=True)
+    with db.connect() as conn:
+        keys = sorted(
+            conn.execute(
+                sa.select(results.c.result_key).where(
+                    results.c.batch == "wednesday",
+                    results.c.status == "queued",
+                    sa.not_(results.c.deduplicated),
+                )
+            ).scalars()
+        )
+    recorder = Recorder(db)
+    recorder.claim(keys)
+    assert stats(db, "wednesday").running == 6
+    assert_rollup_agrees(db, "wednesday", exact_times=True)
+    recorder.release(keys[:2])  # handed back on SIGTERM
+    assert (stats(db, "wednesday").running, stats(db, "wednesday").queued) == (4, 2)
+    assert_rollup_agrees(db, "wednesday", exact_times=False)
+    client.delete(settings.queue)  # Redis lost every message; the worker died holding four
+    requeued = requeue_stranded(db, client, settings.queue, older_than_s=0, batch="wednesday")
+    assert requeued.documents == 6
+    assert stats(db, "wednesday").running == 0
+    assert_rollup_agrees(db, "wednesday", exact_times=False)
+
+    summarize_queued(settings, db, "wednesday")
+    assert stats(db, "wednesday").succeeded == 7
+    assert_rollup_agrees(db, "wednesday", exact_times=False)
+    assert_days_agree(db)
+
+    with db.begin() as conn:
+        conn.execute(results.delete().where(results.c.batch == "monday"))
+    assert stats(db, "monday").documents == 0
+    assert_rollup_agrees(db, "monday", exact_times=False)
+    assert_days_agree(db)
