@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TextIO
 
-import redis
 import sqlalchemy as sa
 
-from jobs import broker
-from jobs.messages import summarize_message
+from jobs import queue
 from jobs.models import batches, results, utcnow
+from jobs.settings import Settings
 
 PAGE_ROWS = 1000
 EXPORTED = [c.name for c in results.columns]
@@ -74,18 +73,22 @@ class Retried:
     unreadable: int  # failed at submit (no text): fix the files and submit again
 
 
-def retry_failed(db: sa.Engine, client: redis.Redis, queue: str, batch: str) -> Retried:
+def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
     """Queue the batch's failed documents again, with fresh attempts."""
     failed = sa.and_(results.c.batch == batch, results.c.status == "failed")
     with db.begin() as conn:
         unreadable = conn.execute(
             sa.select(sa.func.count()).where(failed, results.c.content_hash.is_(None))
         ).scalar()
-        keys = conn.execute(
-            sa.select(results.c.result_key, sa.func.min(results.c.content_hash))
-            .where(failed, results.c.content_hash.is_not(None))
-            .group_by(results.c.result_key)
-        ).all()
+        keys = (
+            conn.execute(
+                sa.select(results.c.result_key)
+                .where(failed, results.c.content_hash.is_not(None))
+                .distinct()
+            )
+            .scalars()
+            .all()
+        )
         updated = conn.execute(
             results.update()
             .where(failed, results.c.content_hash.is_not(None))
@@ -100,7 +103,7 @@ def retry_failed(db: sa.Engine, client: redis.Redis, queue: str, batch: str) -> 
         ).rowcount
         # Pushed before the commit: if Redis refuses, the rows stay failed. A message that
         # arrives first finds nothing pending; the requeue sweep puts such rows back.
-        broker.push(client, queue, (summarize_message(queue, k, d, batch) for k, d in keys))
+        queue.enqueue(settings, keys)
     return Retried(len(keys), updated, unreadable)
 
 

@@ -16,7 +16,7 @@ import logging
 import os
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
@@ -101,20 +101,6 @@ def session(settings: Settings) -> Iterator[redis.Redis]:
         client.close()
         if settings.embedded_broker:
             EmbeddedRedis(settings).stop_if_idle()
-
-
-def push(client: redis.Redis, queue: str, messages: Iterable[str]) -> int:
-    """LPUSH messages onto the queue in one atomic round trip; returns how many."""
-    messages = list(messages)
-    if messages:
-        pipe = client.pipeline(transaction=True)
-        pipe.lpush(queue, *messages)
-        pipe.execute()
-    return len(messages)
-
-
-def queue_length(client: redis.Redis, queue: str) -> int:
-    return int(client.llen(queue))
 
 
 def redis_server_binary() -> str:

@@ -98,12 +98,11 @@ def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, time
 def _wait(settings: Settings, engine, client, name: str, timeout, expected: int):
     """Wait for the batch with a progress bar, putting back documents whose message was lost."""
     from jobs import submit as submitting
-    from jobs.requeue import REQUEUE_EVERY_S, requeue_stranded
+    from jobs.requeue import REQUEUE_EVERY_S, sweep
 
     def requeue():
         try:
-            requeue_stranded(engine, client, settings.queue, batch=name,
-                             older_than_s=REQUEUE_EVERY_S)  # fmt: skip
+            sweep(engine, client, settings, batch=name, older_than_s=REQUEUE_EVERY_S)
         except Exception as exc:  # noqa: BLE001 - Redis may be restarting: next time
             click.echo(f"Could not look for stranded documents: {exc}", err=True)
 
@@ -237,11 +236,7 @@ def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
     settings = Settings.for_command(ctx)
     engine = database.ready(settings)
     with broker.session(settings) as client:
-        done = requeue_stranded(engine, client, settings.queue, older_than_s=older_than_s,
-                                batch=batch)  # fmt: skip
-    if not done.scanned:
-        raise SummarizeError("Redis holds too many messages to compare now: try again when "
-                             "the queue is shorter.")  # fmt: skip
+        done = requeue_stranded(engine, client, settings, older_than_s=older_than_s, batch=batch)
     documents = "document" if done.documents == 1 else "documents"
     rows = "row" if done.rows == 1 else "rows"
     click.echo(f"Queued {done.documents} {documents} again ({done.rows} {rows}) that had no "

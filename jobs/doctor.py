@@ -73,19 +73,19 @@ def _known_revisions(settings: Settings) -> set[str]:
 
 
 def check_redis(settings: Settings) -> Check:
-    from jobs import broker
+    from jobs import broker, queue
 
     try:
         with broker.session(settings) as client:
             info = client.info()
             config = client.config_get("maxmemory-policy") if not settings.embedded_broker else {}
-            waiting = broker.queue_length(client, settings.queue)
+            waiting = queue.waiting(client, settings.queue)
     except SummarizeError as exc:
         return Check("redis", False, str(exc))
     except Exception as exc:  # noqa: BLE001 - e.g. CONFIG refused by a managed Redis
         return Check("redis", False, f"{broker.describe(settings)} answered but failed: {exc}")
     found = (f"{broker.describe(settings)}, Redis {info.get('redis_version')}, "
-             f"{waiting:,} messages waiting in {settings.queue!r}")  # fmt: skip
+             f"{waiting:,} messages (chunks of documents) waiting in {settings.queue!r}")  # fmt: skip
     policy = config.get("maxmemory-policy")
     if policy and policy != "noeviction":
         return Check("redis", False, f"{found}; maxmemory-policy is {policy}, so Redis may drop "

@@ -96,8 +96,8 @@ def retry(ctx, batch: str) -> None:
 
     settings, engine = _database(ctx)
     _known(engine, batch)
-    with broker.session(settings) as client:
-        done = batches.retry_failed(engine, client, settings.queue, batch)
+    with broker.session(settings):  # starts the embedded Redis when it is the broker
+        done = batches.retry_failed(engine, settings, batch)
     message = f"Queued {done.rows:,} failed rows of {batch} again ({done.documents:,} documents)."
     if done.unreadable:
         message += (f" {done.unreadable:,} failed at submit and have no text: fix the files and "

@@ -10,8 +10,6 @@ is already finished.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,14 +17,12 @@ from datetime import timedelta
 import redis
 import sqlalchemy as sa
 
-from jobs import broker
-from jobs.messages import summarize_message
-from jobs.models import PENDING, results, utcnow
+from jobs import queue
+from jobs.models import is_pending, results, utcnow
+from jobs.settings import Settings
 
 log = logging.getLogger(__name__)
 
-UNACKED = "unacked"  # kombu's hash of messages workers hold
-SCAN_LIMIT = 50_000  # above this many messages in Redis, the queue is busy: look again later
 REQUEUE_EVERY_S = 30.0  # how often workers and `submit --wait` look for stranded documents
 
 
@@ -34,62 +30,51 @@ REQUEUE_EVERY_S = 30.0  # how often workers and `submit --wait` look for strande
 class Requeued:
     documents: int  # distinct documents put back on the queue
     rows: int  # rows they answer
-    scanned: bool  # False when Redis held too many messages to compare
 
 
-def messages_in_redis(client: redis.Redis, queue: str) -> int:
-    """Messages waiting in the queue plus those workers hold unacknowledged."""
-    return broker.queue_length(client, queue) + int(client.hlen(UNACKED))
+def sweep(
+    db: sa.Engine,
+    client: redis.Redis,
+    settings: Settings,
+    *,
+    older_than_s: float,
+    batch: str | None = None,
+) -> Requeued:
+    """The periodic look for stranded documents, at a cost that does not grow with the queue.
 
-
-def keys_in_redis(client: redis.Redis, queue: str) -> set[str] | None:
-    """Result keys that have a message waiting or held; None when there are too many to look."""
-    if messages_in_redis(client, queue) > SCAN_LIMIT:
-        return None
-    keys = set()
-    for raw in client.lrange(queue, 0, -1):
-        try:
-            keys.update(_key_of(json.loads(raw)))
-        except ValueError:
-            continue
-    for raw in client.hvals(UNACKED):
-        try:
-            message = json.loads(raw)[0]  # kombu stores [message, exchange, routing key]
-        except (ValueError, IndexError, TypeError, KeyError):
-            continue
-        keys.update(_key_of(message))
-    return keys
-
-
-def _key_of(envelope: object) -> set[str]:
-    """The result key a parsed message carries, if it is one of ours (JSON, with a key)."""
-    if not isinstance(envelope, dict) or envelope.get("content-type") != "application/json":
-        return set()
-    try:
-        _, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
-        return {kwargs["key"]} if "key" in kwargs else set()
-    except (ValueError, KeyError, TypeError):
-        return set()
+    Redis loses messages by losing its data (a restart without persistence, a flush, a
+    failover): then the queue's marker key is gone too, and every pending document is
+    compared with what Redis holds. Likewise when Redis holds no message at all. Otherwise
+    the sweep costs two Redis commands. A message lost alone (a producer killed between
+    commit and push) is found by `summarize requeue`, which always compares in full.
+    """
+    lost_data = bool(client.set(queue.marker(settings.queue), "1", nx=True))
+    if not lost_data and queue.messages_in_redis(client, settings.queue):
+        return Requeued(0, 0)
+    return requeue_stranded(db, client, settings, older_than_s=older_than_s, batch=batch)
 
 
 def requeue_stranded(
     db: sa.Engine,
     client: redis.Redis,
-    queue: str,
+    settings: Settings,
     *,
     older_than_s: float = 60.0,
     batch: str | None = None,
 ) -> Requeued:
     """Push a fresh message for every pending document that has none in Redis."""
     cutoff = utcnow() - timedelta(seconds=older_than_s)
+    with db.connect() as conn:  # the partial index of pending rows answers this at once
+        if (
+            batch is None
+            and not conn.execute(
+                sa.select(results.c.id).where(is_pending, results.c.created_at < cutoff).limit(1)
+            ).first()
+        ):
+            return Requeued(0, 0)
     query = (
-        sa.select(
-            results.c.result_key,
-            sa.func.min(results.c.content_hash),
-            sa.func.min(results.c.batch),
-            sa.func.count(),
-        )  # fmt: skip
-        .where(results.c.status.in_(PENDING), results.c.created_at < cutoff)
+        sa.select(results.c.result_key, sa.func.count())
+        .where(is_pending, results.c.created_at < cutoff)
         .group_by(results.c.result_key)
     )
     if batch is not None:
@@ -97,13 +82,11 @@ def requeue_stranded(
     with db.connect() as conn:
         pending = conn.execute(query).all()
     if not pending:
-        return Requeued(0, 0, True)
-    present = keys_in_redis(client, queue)
-    if present is None:
-        return Requeued(0, 0, False)
+        return Requeued(0, 0)
+    present = queue.keys_in_redis(client, settings.queue)
     stranded = [row for row in pending if row[0] not in present]
     if not stranded:
-        return Requeued(0, 0, True)
+        return Requeued(0, 0)
     with db.begin() as conn:  # a running row whose message is gone is waiting again
         conn.execute(
             results.update()
@@ -113,12 +96,8 @@ def requeue_stranded(
             )
             .values(status="queued")
         )
-    broker.push(
-        client,
-        queue,
-        (summarize_message(queue, k, d, b) for k, d, b, _ in stranded),
-    )
-    rows = sum(row[3] for row in stranded)
+    queue.enqueue(settings, (row[0] for row in stranded))
+    rows = sum(row[1] for row in stranded)
     log.warning("requeued %d stranded documents (%d rows) with no message in Redis",
                 len(stranded), rows)  # fmt: skip
-    return Requeued(len(stranded), rows, True)
+    return Requeued(len(stranded), rows)

@@ -141,6 +141,7 @@ class Settings:
     stop_grace_s: float = field(
         default=20.0, metadata={"env": "STOP_GRACE_S", "parse": _seconds(0, 3600)}
     )
+    chunk_docs: int = field(default=64, metadata={"env": "CHUNK_DOCS", "parse": _whole(1, 1000)})
     in_flight: int | None = field(
         default=None, metadata={"env": "IN_FLIGHT", "parse": _whole(1, 100_000)}
     )

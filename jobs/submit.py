@@ -18,11 +18,10 @@ from datetime import datetime
 import redis
 import sqlalchemy as sa
 
-from jobs import broker, corpus
+from jobs import broker, corpus, queue
 from jobs.corpus import Text, Unreadable
 from jobs.database import insert_ignoring_conflicts, unavailable
 from jobs.errors import SummarizeError
-from jobs.messages import summarize_message
 from jobs.models import FINAL, PENDING, batches, documents, results, utcnow
 from jobs.prompt import prompt_hash, result_key
 from jobs.requeue import REQUEUE_EVERY_S
@@ -166,16 +165,12 @@ def _submit_chunk(
                 conn.execute(results.insert(), rows)
     except sa.exc.OperationalError as exc:
         raise unavailable(settings, exc) from exc
-    messages = [
-        summarize_message(settings.queue, key, content_hash, batch)
-        for key, content_hash in keys_to_queue.items()
-    ]
     try:
-        broker.push(client, settings.queue, messages)
+        queue.enqueue(settings, keys_to_queue)
     except (redis.RedisError, OSError) as exc:
         _take_back(engine, batch, [row["source_path"] for row in rows])
         raise broker.unavailable(settings, exc) from exc
-    report.submitted += len(messages)
+    report.submitted += len(keys_to_queue)
 
 
 def _plan(conn, engine, batch, prompt, chunk, report, now):

@@ -14,6 +14,13 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
   submit    `summarize submit` alone on 100,000 small generated files: documents per
             second into Redis and the database, and its peak memory (also on 10,000 files,
             to show memory does not grow with the corpus)
+  ceiling   the pipeline with the model taken out (SUMMARIZE_MODEL=echo, the instant engine):
+            100,000 generated documents of 150 words (and 10,000) submitted, then drained by
+            a real `summarize worker --burst`; Redis memory per queued document (INFO memory
+            before and after submit), submit's rate, the worker's rate (first start to last
+            row, from batch_stats) and its peak memory. SUMMARIZE_DATABASE_URL picks the
+            database (default: SQLite in a temporary folder; a PostgreSQL database is
+            emptied first, so it asks for --empty-database)
 
 It prints documents and output tokens per second for each mode, then one line of ratios:
 `pipeline/raw=… raw/hf=… pipeline/hf=…`. Settings (SUMMARIZE_PROFILE, SUMMARIZE_MODEL, …)
@@ -268,9 +275,9 @@ def run_submit(args) -> dict:
             "small_files": small, "small_peak_rss_mb": small_rss}  # fmt: skip
 
 
-def make_files(folder: Path, count: int) -> None:
+def make_files(folder: Path, count: int, words: int = 40) -> None:
     """Small, distinct news-like documents in folders of 1,000."""
-    words = [
+    vocabulary = [
         "council",
         "river",
         "school",
@@ -297,8 +304,81 @@ def make_files(folder: Path, count: int) -> None:
         sub = folder / f"{i // 1000:04d}"
         if i % 1000 == 0:
             sub.mkdir(parents=True)
-        body = " ".join(rng.choice(words) for _ in range(40))
+        body = " ".join(rng.choice(vocabulary) for _ in range(words))
         (sub / f"{i:07d}.txt").write_text(f"Document {i}. {body}.\n")
+
+
+# -- ceiling: the pipeline's own cost, with the instant engine --------------------------------
+
+
+def run_ceiling(args) -> dict:
+    import sqlalchemy as sa
+
+    from jobs import broker, database
+    from jobs.settings import Settings
+    from jobs.views import batch_stats
+
+    figures = {}
+    for count in (args.ceiling_docs // 10, args.ceiling_docs):
+        work = Path(tempfile.mkdtemp(prefix="summarize-ceiling-"))
+        env = os.environ | {"SUMMARIZE_DATA_DIR": str(work / "data"), "SUMMARIZE_MODEL": "echo",
+                            "SUMMARIZE_QUEUE": f"ceiling-{os.getpid()}-{count}"}  # fmt: skip
+        settings = Settings.from_env(env)
+        summarize = [sys.executable, "-m", "jobs.cli"]
+        try:
+            make_files(work / "files", count, words=150)
+            if settings.database_url.startswith("postgresql"):
+                if not args.empty_database:
+                    raise SystemExit("ceiling empties the PostgreSQL database it is given: "
+                                     "add --empty-database if that is what you want")  # fmt: skip
+                _empty_postgres(settings.database_url)
+            subprocess.run([*summarize, "db", "upgrade"], env=env, check=True, capture_output=True)
+            with broker.session(settings) as client:
+                before = client.info("memory")["used_memory"]
+                started = time.perf_counter()
+                subprocess.run([*summarize, "submit", str(work / "files"), "--batch", "ceiling"],
+                               env=env, check=True, capture_output=True)  # fmt: skip
+                submit_s = time.perf_counter() - started
+                queued_bytes = client.info("memory")["used_memory"] - before
+                log = open(work / "worker.log", "wb")  # noqa: SIM115
+                worker = subprocess.Popen([*summarize, "worker", "--burst"], env=env,
+                                          stdout=log, stderr=log)  # fmt: skip
+                _, status, usage = os.wait4(worker.pid, 0)
+                log.close()
+                if status != 0:
+                    raise SystemExit((work / "worker.log").read_text()[-3000:])
+            db = database.connect(settings)
+            with db.connect() as conn:
+                row = conn.execute(
+                    sa.select(batch_stats).where(batch_stats.c.batch == "ceiling")
+                ).one()
+            db.dispose()
+            if row.succeeded != count:
+                raise SystemExit(f"ceiling: {row.succeeded} of {count} documents succeeded")
+            figures[count] = {
+                "submit_docs_per_s": count / submit_s,
+                "redis_bytes_per_doc": queued_bytes / count,
+                "worker_docs_per_s": row.documents_per_s,
+                "worker_peak_rss_mb": usage.ru_maxrss / 1024,
+            }
+        finally:
+            if settings.embedded_broker:
+                broker.EmbeddedRedis(settings).stop()
+            shutil.rmtree(work, ignore_errors=True)
+    small, large = sorted(figures)
+    return {"mode": "ceiling", "docs": large, "small_docs": small, "database":
+            settings.database_url.split(":")[0], **figures[large],
+            "small_worker_peak_rss_mb": figures[small]["worker_peak_rss_mb"]}  # fmt: skip
+
+
+def _empty_postgres(url: str) -> None:
+    import sqlalchemy as sa
+
+    db = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with db.begin() as conn:
+        conn.execute(sa.text("DROP SCHEMA IF EXISTS public CASCADE"))
+        conn.execute(sa.text("CREATE SCHEMA public"))
+    db.dispose()
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -316,6 +396,9 @@ def main() -> None:
     parser.add_argument("--hf-batch-sizes", type=lambda s: [int(x) for x in s.split(",")],
                         default=[8, 16, 32])  # fmt: skip
     parser.add_argument("--submit-files", type=int, default=100_000)
+    parser.add_argument("--ceiling-docs", type=int, default=100_000)
+    parser.add_argument("--empty-database", action="store_true",
+                        help="ceiling: drop everything in SUMMARIZE_DATABASE_URL first")  # fmt: skip
     parser.add_argument("--embedded-submit", action="store_true",
                         help="submit mode: use the embedded Redis even if SUMMARIZE_BROKER_URL is set")  # fmt: skip
     parser.add_argument("--_child", help=argparse.SUPPRESS)
@@ -342,6 +425,8 @@ def main() -> None:
             measured[mode] = run_pipeline(args)
         elif mode == "submit":
             measured[mode] = run_submit(args)
+        elif mode == "ceiling":
+            measured[mode] = run_ceiling(args)
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         report(measured[mode])
@@ -354,6 +439,14 @@ def main() -> None:
 
 
 def report(result: dict) -> None:
+    if result["mode"] == "ceiling":
+        print(f"ceiling   {result['docs']:>7,} docs  ({result['database']}, echo engine)  "
+              f"worker {result['worker_docs_per_s']:>8,.0f} docs/s  submit "
+              f"{result['submit_docs_per_s']:>7,.0f} docs/s  Redis "
+              f"{result['redis_bytes_per_doc']:.0f} bytes/doc queued  worker peak RSS "
+              f"{result['worker_peak_rss_mb']:.0f} MB ({result['small_docs']:,} docs: "
+              f"{result['small_worker_peak_rss_mb']:.0f} MB)", flush=True)  # fmt: skip
+        return
     if result["mode"] == "submit":
         print(f"submit    {result['files']:>7,} files  {result['docs_per_s']:>8,.0f} docs/s  "
               f"peak RSS {result['peak_rss_mb']:.0f} MB ({result['small_files']:,} files: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -99,6 +100,13 @@ class Worker:
             if time.monotonic() > deadline:
                 raise AssertionError(f"the worker was not ready in {timeout_s} s:\n{self.tail()}")
             time.sleep(0.2)
+
+    def summarized(self) -> int:
+        """Documents this worker summarized, from Celery's line for each chunk it finished."""
+        log = self.log_path.read_text(errors="replace")
+        return sum(
+            int(n) for n in re.findall(r"succeeded in [\d.]+s: \{[^}]*'succeeded': (\d+)", log)
+        )
 
     def signal(self, signum: int) -> None:
         os.kill(self.process.pid, signum)

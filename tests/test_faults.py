@@ -12,6 +12,7 @@ import json
 import os
 import pickle
 import random
+import re
 import signal
 import time
 
@@ -69,6 +70,7 @@ def test_killed_workers_lose_nothing_and_long_holds_are_not_delivered_twice(
     env = base_env(tmp_path, model, redis_url, queue_name) | {
         "SUMMARIZE_MAX_NUM_SEQS": "4",
         "SUMMARIZE_IN_FLIGHT": "40",
+        "SUMMARIZE_CHUNK_DOCS": "4",  # ten messages, all held at once
         # A kill -9 from outside looks like a crash the document caused: three kills could
         # make an innocent document use up three attempts. Allow more than we kill.
         "SUMMARIZE_MAX_ATTEMPTS": "5",
@@ -80,13 +82,14 @@ def test_killed_workers_lose_nothing_and_long_holds_are_not_delivered_twice(
     worker = Worker(env, tmp_path / "worker-0.log")
     try:
         wait_for(lambda: count("held", "succeeded") == 40, 900, "the held batch", worker)
-        received = worker.log_path.read_text().count("summarize.document[")
-        # 40 "received" and 40 "succeeded" lines: no message was delivered a second time.
-        assert received == 80, worker.tail()
+        log = worker.log_path.read_text()
+        received = len(re.findall(r"summarize\.chunk\[[^]]+\] received", log))
+        # Ten chunks of four, each received once: no message was delivered a second time.
+        assert (received, worker.summarized()) == (10, 40), worker.tail()
         assert {r.attempts for r in rows("held")} == {1}
         held_s = max((r.finished_at - r.created_at).total_seconds() for r in rows("held"))
         print(f"\nlongest hold: {held_s:.0f} s against a 10 s visibility timeout; "
-              f"{received // 2} deliveries for 40 documents")  # fmt: skip
+              f"{received} deliveries of 10 chunks, 40 documents")  # fmt: skip
 
         # Then a batch during which workers are killed with SIGKILL at random moments.
         corpus = copy_lee(tmp_path / "kill", 40, 90)
@@ -198,7 +201,7 @@ def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, 
     body = base64.b64encode(pickle.dumps(((), {"key": Exploit(str(marker))}, {}))).decode()
     envelope = {"body": body,
                 "content-encoding": "binary", "content-type": "application/x-python-serialize",
-                "headers": {"lang": "py", "task": "summarize.document", "id": "evil", "root_id": "evil",
+                "headers": {"lang": "py", "task": "summarize.chunk", "id": "evil", "root_id": "evil",
                             "retries": 0, "timelimit": [None, None]},
                 "properties": {"delivery_tag": "evil-tag", "body_encoding": "base64",
                                "delivery_info": {"exchange": "", "routing_key": queue_name}}}  # fmt: skip

@@ -68,7 +68,7 @@ def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_requeue_an
     assert_days_agree(db)
     assert stats(db, "tuesday").failed == 2
 
-    retried = batches.retry_failed(db, client, settings.queue, "tuesday")
+    retried = batches.retry_failed(db, settings, "tuesday")
     assert retried.rows == 1
     assert (stats(db, "tuesday").failed, stats(db, "tuesday").queued) == (1, 1)
     assert_rollup_agrees(db, "tuesday", exact_times=False)
@@ -102,7 +102,7 @@ def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_requeue_an
     assert (stats(db, "wednesday").running, stats(db, "wednesday").queued) == (4, 2)
     assert_rollup_agrees(db, "wednesday", exact_times=False)
     client.delete(settings.queue)  # Redis lost every message; the worker died holding four
-    requeued = requeue_stranded(db, client, settings.queue, older_than_s=0, batch="wednesday")
+    requeued = requeue_stranded(db, client, settings, older_than_s=0, batch="wednesday")
     assert requeued.documents == 6
     assert stats(db, "wednesday").running == 0
     assert_rollup_agrees(db, "wednesday", exact_times=False)

@@ -12,6 +12,7 @@ import redis
 import sqlalchemy as sa
 
 from jobs.models import batches, documents, results
+from jobs.queue import unpack
 from tests.conftest import run, write
 
 
@@ -22,9 +23,20 @@ def queued_messages(env) -> list[dict]:
     for item in raw:
         envelope = json.loads(item)
         args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
-        messages.append({"task": envelope["headers"]["task"], "args": args, "kwargs": kwargs,
-                         "content_type": envelope["content-type"]})  # fmt: skip
+        messages.append(
+            {
+                "task": envelope["headers"]["task"],
+                "args": args,
+                "keys": unpack(kwargs["keys"]),
+                "content_type": envelope["content-type"],
+            }
+        )
     return messages
+
+
+def queued_keys(env) -> list[str]:
+    """Every result key the queue's chunk messages carry."""
+    return [key for message in queued_messages(env) for key in message["keys"]]
 
 
 def all_rows(db) -> dict[str, sa.Row]:
@@ -38,7 +50,7 @@ def summary_line(output: str, label: str) -> int:
     return int(match.group(1).replace(",", ""))
 
 
-def test_submit_records_a_row_and_queues_one_json_message_per_document(env, db, tmp_path):
+def test_submit_records_a_row_per_document_and_queues_them_in_one_json_chunk(env, db, tmp_path):
     write(tmp_path / "in", "a.txt", "First document.")
     write(tmp_path / "in", "sub/b.md", "Second document.")
 
@@ -52,10 +64,9 @@ def test_submit_records_a_row_and_queues_one_json_message_per_document(env, db, 
     assert rows["a.txt"].batch == "first"
     assert rows["a.txt"].model == "SmolLM2-135M-Instruct"
     assert rows["a.txt"].attempts == 0
-    messages = queued_messages(env)
-    assert [m["task"] for m in messages] == ["summarize.document"] * 2
-    assert {m["content_type"] for m in messages} == {"application/json"}
-    assert {m["kwargs"]["key"] for m in messages} == {r.result_key for r in rows.values()}
+    (message,) = queued_messages(env)  # one chunk carries both
+    assert (message["task"], message["content_type"]) == ("summarize.chunk", "application/json")
+    assert sorted(message["keys"]) == sorted(r.result_key for r in rows.values())
     with db.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(documents)).scalar() == 2
         assert conn.execute(sa.select(batches.c.name)).scalars().all() == ["first"]
@@ -85,7 +96,7 @@ def test_other_files_are_skipped_and_unreadable_ones_become_failed_rows(env, db,
         "latin1.txt": ("failed", "not valid UTF-8 (byte 0xe9 at offset 3): convert it to UTF-8"),
         "blob.md": ("failed", "binary file (it contains NUL bytes): only text is summarized"),
     }
-    assert len(queued_messages(env)) == 1
+    assert len(queued_keys(env)) == 1
 
 
 def test_a_document_summarized_before_is_answered_from_its_summary(env, db, tmp_path):
@@ -106,7 +117,7 @@ def test_a_document_summarized_before_is_answered_from_its_summary(env, db, tmp_
     assert (copy.batch, copy.status, copy.summary, copy.prompt_tokens, copy.deduplicated) == (
         "tuesday", "succeeded", "S.", 7, True,
     )  # fmt: skip
-    assert len(queued_messages(env)) == 1
+    assert len(queued_keys(env)) == 1
 
 
 def test_the_same_content_twice_in_one_batch_is_queued_once(env, db, tmp_path):
@@ -122,7 +133,7 @@ def test_the_same_content_twice_in_one_batch_is_queued_once(env, db, tmp_path):
     assert {r.status for r in rows.values()} == {"queued"}
     # One generation answers both; its tokens count once, on the first row.
     assert (rows["a.txt"].deduplicated, rows["b.txt"].deduplicated) == (False, True)
-    assert len(queued_messages(env)) == 1
+    assert len(queued_keys(env)) == 1
 
 
 def test_submitting_the_same_batch_again_does_no_work_twice(env, db, tmp_path):
@@ -135,7 +146,7 @@ def test_submitting_the_same_batch_again_does_no_work_twice(env, db, tmp_path):
     assert summary_line(again.output, "already in batch") == 1
     assert summary_line(again.output, "queued") == 0
     assert len(all_rows(db)) == 1
-    assert len(queued_messages(env)) == 1
+    assert len(queued_keys(env)) == 1
 
 
 def test_a_batch_name_is_made_from_the_folder_and_time_when_none_is_given(env, db, tmp_path):
@@ -211,8 +222,7 @@ def test_a_folder_of_100000_files_is_submitted_whole(env, db, tmp_path):
         assert result.exit_code == 0, result.output
         assert summary_line(result.output, "documents found") == 100_000
         assert summary_line(result.output, "queued") == 100_000
-        client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
-        assert client.llen(env["SUMMARIZE_QUEUE"]) == 100_000
+        assert len(set(queued_keys(env))) == 100_000
         with db.connect() as conn:
             assert conn.execute(sa.select(sa.func.count()).select_from(results)).scalar() == 100_000
     finally:

@@ -1,11 +1,12 @@
 """The loop that owns the engine: admit documents as they arrive, record results in bulk.
 
-Celery hands each message to a thread of the worker's pool; that thread calls
-`Drain.summarize(key)` and waits. The drain thread gathers every waiting
-document, claims them in one transaction, adds their requests to the running
-engine, and steps it. Finished documents are written together, in one
-transaction, at most every `flush_interval_s`; only then are their threads
-released, and Celery acknowledges their messages. The engine is never left to
+Celery hands each chunk message to a thread of the worker's pool; that thread
+calls `Drain.summarize_all(keys)` and waits for every document of the chunk. The
+drain thread gathers every waiting document, claims them in one transaction,
+adds their requests to the running engine, and steps it. Finished documents are
+written together, in one transaction, at most every `flush_interval_s`; each
+document's future resolves then, and once all of a chunk's have, Celery
+acknowledges its message. The engine is never left to
 drain while messages wait: new requests join the running batch between steps.
 
 A document that was taken on before and never finished is a suspect: the worker
@@ -23,6 +24,7 @@ import os
 import queue
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -36,7 +38,7 @@ log = logging.getLogger(__name__)
 
 EXIT_ENGINE_FAILED = 70  # the worker exits so its unacknowledged messages are delivered again
 FLUSH_ROWS = 1024  # write at least this often, whatever the interval
-GATHER_S = 0.1  # when the engine is idle, wait this long for more documents before starting
+GATHER_S = 0.005  # when the engine is idle, wait this long for more documents before starting
 SUSPECT_GROUP = 16  # suspects on an attempt before their last run in groups of this size
 
 
@@ -60,7 +62,7 @@ class Drain:
         self.max_attempts = settings.max_attempts
         self.flush_interval_s = settings.flush_interval_s
         self.on_fatal = on_fatal or _exit_process
-        self._intake: queue.SimpleQueue[Ticket] = queue.SimpleQueue()
+        self._intake: queue.SimpleQueue[list[Ticket]] = queue.SimpleQueue()
         self._tickets: dict[str, list[Ticket]] = {}  # by key: everyone waiting on a document
         self._waiting: dict[str, None] = {}  # keys not yet claimed, in arrival order
         self._tried: dict[str, int] = {}  # earlier attempts of waiting keys
@@ -73,7 +75,7 @@ class Drain:
         self._ids = itertools.count()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="drain", daemon=True)
-        self.held: frozenset[str] = frozenset()  # delivery tags of messages we hold, for leases
+        self._held: Counter[str] = Counter()  # delivery tag -> documents of it in hand
         self.admitted = 0
         self.recorded = 0
 
@@ -81,9 +83,22 @@ class Drain:
 
     def summarize(self, key: str, delivery_tag: str | None = None) -> Future:
         """Queue one document for the engine; the future resolves once its rows are written."""
-        future: Future = Future()
-        self._intake.put(Ticket(key, delivery_tag, future))
-        return future
+        return self.summarize_all([key], delivery_tag)[0]
+
+    def summarize_all(self, keys: list[str], delivery_tag: str | None = None) -> list[Future]:
+        """Queue a chunk's documents, each resolving on its own once its rows are written."""
+        tickets = [Ticket(key, delivery_tag, Future()) for key in keys]
+        self._intake.put(tickets)
+        return [ticket.future for ticket in tickets]
+
+    @property
+    def held(self) -> frozenset[str]:
+        """Delivery tags of the messages we hold, for the leases (read from another thread)."""
+        while True:
+            try:
+                return frozenset(tag for tag in list(self._held) if tag)
+            except RuntimeError:  # the counter changed while we copied it
+                continue
 
     def idle(self) -> bool:
         return self._intake.empty() and not self._tickets
@@ -126,18 +141,16 @@ class Drain:
             self.on_fatal(self)
 
     def _take(self, wait_s: float) -> list[Ticket]:
-        tickets = []
+        tickets: list[Ticket] = []
         try:
-            tickets.append(
-                self._intake.get(timeout=wait_s) if wait_s else self._intake.get_nowait()
-            )
+            tickets += self._intake.get(timeout=wait_s) if wait_s else self._intake.get_nowait()
         except queue.Empty:
             return tickets
         if wait_s:  # the engine was idle: let the rest of a burst of messages arrive
             time.sleep(GATHER_S)
         while True:
             try:
-                tickets.append(self._intake.get_nowait())
+                tickets += self._intake.get_nowait()
             except queue.Empty:
                 return tickets
 
@@ -146,7 +159,7 @@ class Drain:
             if ticket.key not in self._tickets:  # a second delivery of a key in hand just waits
                 self._waiting[ticket.key] = None
             self._tickets.setdefault(ticket.key, []).append(ticket)
-        self._update_held()
+            self._held[ticket.delivery_tag] += 1
 
     def _admit(self) -> None:
         """Claim and start waiting documents; suspects get the engine to themselves."""
@@ -298,12 +311,10 @@ class Drain:
 
     def _resolve(self, key: str, outcome: Outcome) -> None:
         for ticket in self._tickets.pop(key, []):
+            self._held[ticket.delivery_tag] -= 1
+            if not self._held[ticket.delivery_tag]:
+                del self._held[ticket.delivery_tag]
             ticket.future.set_result(outcome)
-        self._update_held()
-
-    def _update_held(self) -> None:
-        self.held = frozenset(t.delivery_tag for ts in self._tickets.values() for t in ts
-                              if t.delivery_tag)  # fmt: skip
 
     def _hand_back(self) -> None:
         """Shutting down: give the queue back what we cannot finish within the grace period."""

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable
 
 import redis
 
-log = logging.getLogger(__name__)
+from jobs import queue
 
-UNACKED_INDEX = "unacked_index"  # kombu's sorted set of unacknowledged delivery tags
+log = logging.getLogger(__name__)
 
 
 class Leases:
@@ -38,11 +38,7 @@ class Leases:
         self.client.close()
 
     def renew(self) -> int:
-        now = time.time()
-        tags = {tag: now for tag in self.held() if tag}
-        if tags:
-            self.client.zadd(UNACKED_INDEX, tags, xx=True)
-        return len(tags)
+        return queue.renew(self.client, self.held(), time.time())
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

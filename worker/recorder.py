@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from jobs.database import retrying
-from jobs.models import PENDING, batches, documents, results, utcnow
+from jobs.models import batches, documents, is_pending, results, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Recorder:
             return dict(
                 conn.execute(
                     sa.select(results.c.result_key, sa.func.max(results.c.attempts))
-                    .where(results.c.result_key.in_(keys), results.c.status.in_(PENDING))
+                    .where(results.c.result_key.in_(keys), is_pending)
                     .group_by(results.c.result_key)
                 ).all()
             )
@@ -98,7 +98,7 @@ class Recorder:
         with self.db.begin() as conn:
             conn.execute(
                 results.update()
-                .where(results.c.result_key.in_(keys), results.c.status.in_(PENDING))
+                .where(results.c.result_key.in_(keys), is_pending)
                 .values(status="running", attempts=results.c.attempts + 1, started_at=now)
             )
             rows = conn.execute(
@@ -153,7 +153,7 @@ class Recorder:
                     results.update()
                     .where(
                         results.c.result_key == sa.bindparam("k"),
-                        _still_pending,
+                        is_pending,
                     )
                     .values(
                         status=sa.bindparam("s"),
@@ -173,15 +173,11 @@ class Recorder:
                     results.update()
                     .where(
                         results.c.result_key == sa.bindparam("k"),
-                        _still_pending,
+                        is_pending,
                     )
                     .values(status="queued", error=sa.bindparam("v_error")),
                     [{"k": o.key, "v_error": o.error} for o in again],
                 )
-
-
-# executemany cannot expand IN (...): spell the pending statuses out.
-_still_pending = sa.or_(*(results.c.status == status for status in PENDING))
 
 
 def _params(o: Outcome) -> dict:

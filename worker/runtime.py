@@ -1,13 +1,10 @@
 """The one drain loop (and engine) of this worker process.
 
-`summarize worker` builds it at start, before the first message is taken. A
-worker started as `celery -A worker.app worker --pool threads` builds it on its
-first task instead. It is never built at import, and never per task.
+`summarize worker` builds it at start, before the first message is taken; it is
+never built at import, and never per task.
 """
 
 from __future__ import annotations
-
-import threading
 
 from jobs import database
 from jobs.settings import Settings
@@ -16,7 +13,6 @@ from worker.drain import Drain
 from worker.engine import Engine
 
 _drain: Drain | None = None
-_lock = threading.Lock()
 
 
 def build(settings: Settings) -> Drain:
@@ -45,10 +41,11 @@ def install(drain: Drain) -> None:
     _drain = drain
 
 
+def installed() -> bool:
+    return _drain is not None
+
+
 def drain() -> Drain:
-    global _drain
     if _drain is None:
-        with _lock:
-            if _drain is None:
-                _drain = build(Settings.from_env())
+        raise RuntimeError("no drain loop: the worker was not started by `summarize worker`")
     return _drain

@@ -1,8 +1,8 @@
 """`summarize worker`: the Celery worker process that owns the engine.
 
-One process, one engine. Celery's thread pool holds `in_flight` messages (twice
-the profile's `max_num_seqs` by default), so the engine always has a second wave
-waiting behind the sequences it is running. Beside it run two small threads: one
+One process, one engine. Celery's thread pool holds enough chunk messages for
+`in_flight` documents (twice the profile's `max_num_seqs` by default), so the
+engine always has a second wave waiting behind the sequences it is running. Beside it run two small threads: one
 renews the leases of the messages we hold, one puts back on the queue any
 document whose message Redis lost.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 import sqlalchemy as sa
 
-from jobs import broker, requeue
+from jobs import broker, queue, requeue
 from jobs.settings import Settings
 from worker import echo, runtime
 from worker.app import configure
@@ -39,11 +39,14 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
     os.environ.setdefault("VLLM_LOGGING_LEVEL", loglevel)  # vLLM logs on its own; same level
     profile = settings.profile
     in_flight = settings.in_flight or 2 * profile.max_num_seqs
+    messages = max(2, -(-in_flight // settings.chunk_docs))  # chunks held at once
     log.info(
-        "profile %s: %s; in flight %d (%s)",
+        "profile %s: %s; in flight %d documents, %d messages of up to %d (%s)",
         profile.name,
         ", ".join(f"{k}={v}" for k, v in profile.knobs().items() if k != "name"),
         in_flight,
+        messages,
+        settings.chunk_docs,
         profile.use_when,
     )
     if (
@@ -57,7 +60,8 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         runtime.install(drain)
         log.info("engine ready in %.1f s", time.monotonic() - started)
         app = configure(settings)
-        _on_shutdown(lambda: drain.begin_shutdown(settings.stop_grace_s))
+        stopping = threading.Event()  # a stop was asked for (SIGTERM, SIGINT)
+        _on_shutdown(lambda: (stopping.set(), drain.begin_shutdown(settings.stop_grace_s)))
         _on_ready(lambda: log.info("%s: taking documents from queue %r", READY, settings.queue))
         leases = Leases(broker.connect(settings), lambda: drain.held | _scheduled_tags(),
                         settings.visibility_timeout_s / 4)  # fmt: skip
@@ -68,7 +72,7 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         sweeper.start()
         worker = app.Worker(
             pool="threads",
-            concurrency=in_flight,
+            concurrency=messages,
             queues=[settings.queue],
             loglevel=loglevel,
             hostname=f"summarize-{os.getpid()}@{socket.gethostname()}",
@@ -86,7 +90,21 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         leases.stop()
         drain.stop()
         log.info("stopped: %d documents admitted, %d written", drain.admitted, drain.recorded)
-        return worker.exitcode or 0
+        return _exit_status(worker.exitcode or 0, stopping.is_set(), drain)
+
+
+def _exit_status(celery_status: int, asked_to_stop: bool, drain) -> int:
+    """0 for a stop that was asked for and left nothing in hand, whatever Celery said before.
+
+    Celery marks its run failed when it meets an error it then recovers from: kombu's Redis
+    transport raises while putting back held messages on a connection that Redis (restarted)
+    already closed. The worker reconnects and goes on; a later SIGTERM is a clean stop.
+    """
+    if celery_status and asked_to_stop and drain.idle():
+        log.warning("Celery reported an error it recovered from (above); the worker stopped as "
+                    "asked with every document written or handed back")  # fmt: skip
+        return 0
+    return celery_status
 
 
 def _on_shutdown(callback) -> None:
@@ -122,7 +140,7 @@ def _requeue_stranded(settings: Settings, db: sa.Engine, stop: threading.Event) 
     while not stop.wait(every_s):
         try:
             client = client or broker.connect(settings)
-            requeue.requeue_stranded(db, client, settings.queue, older_than_s=every_s)
+            requeue.sweep(db, client, settings, older_than_s=every_s)
         except Exception as exc:  # noqa: BLE001 - Redis or the database is down: next time
             log.warning("could not look for stranded documents: %s", exc)
             client = None
@@ -138,7 +156,7 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
         time.sleep(0.5)
         try:
             # Unacknowledged messages are in a worker's hands, or come back when it died.
-            queued = requeue.messages_in_redis(client, settings.queue)
+            queued = queue.messages_in_redis(client, settings.queue)
         except (redis.RedisError, OSError):
             idle_since = None
             continue
@@ -156,7 +174,7 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
         if time.monotonic() - idle_since < BURST_GRACE_S:
             continue
         try:  # before leaving, make sure no pending document lost its message
-            if requeue.requeue_stranded(db, client, settings.queue, older_than_s=0).documents:
+            if requeue.requeue_stranded(db, client, settings, older_than_s=0).documents:
                 idle_since = None
                 continue
         except Exception as exc:  # noqa: BLE001

@@ -1,25 +1,103 @@
-"""The one task: summarize the document behind a result key. Thin on purpose.
+"""The one task: summarize a chunk of documents, named by their result keys. Thin on purpose.
 
-The task blocks its pool thread until the drain loop has written the result, so
-Celery acknowledges the message only after the row is committed.
+The task hands every key to the drain loop and blocks its pool thread until each
+document is written (or handed back), so Celery acknowledges the chunk's message
+only after all of its rows are committed. Documents of one chunk join the running
+engine one by one, beside the documents of other chunks.
 """
 
 from __future__ import annotations
 
-from celery.exceptions import Reject
+import logging
+from collections import Counter
+from concurrent.futures import wait
 
-from jobs.messages import TASK_NAME
+from celery.exceptions import Reject
+from celery.signals import worker_init
+from celery.worker.request import Request
+
+from jobs import queue
 from worker import runtime
 from worker.app import app
 
+log = logging.getLogger(__name__)
 
-@app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True)
-def summarize_document(self, key: str, document: str | None = None, batch: str | None = None):
+
+class ChunkRequest(Request):
+    """A chunk's request, which does not acknowledge on a channel that is gone.
+
+    A chunk can be in hand for minutes. If the connection to Redis was lost meanwhile
+    (Redis restarted), the message went with it, and kombu's Redis transport would raise
+    while acknowledging it on the closed channel, stopping the worker.
+    """
+
+    def _channel_gone(self) -> bool:
+        channel = getattr(self._message, "channel", None)
+        connection = getattr(channel, "connection", None)
+        return (
+            channel is None
+            or getattr(channel, "closed", False)
+            or getattr(connection, "client", None) is None
+        )
+
+    def acknowledge(self) -> None:
+        if not self.acknowledged and self._channel_gone():
+            log.warning(
+                "chunk %s was taken before the connection to Redis was lost; its "
+                "message went with that connection, nothing to acknowledge",
+                self.id,
+            )
+            self.acknowledged = True
+            return
+        super().acknowledge()
+
+    def reject(self, requeue: bool = False) -> None:
+        if not self.acknowledged and self._channel_gone():
+            log.warning(
+                "chunk %s cannot go back on a connection to Redis that is gone; the "
+                "requeue sweep puts its documents back",
+                self.id,
+            )
+            self.acknowledged = True
+            return
+        super().reject(requeue)
+
+
+@app.task(
+    name=queue.TASK_NAME,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    Request="worker.tasks:ChunkRequest",
+)
+def summarize_chunk(self, keys: object = None, **unknown: object) -> dict[str, int]:
+    try:
+        wanted = queue.unpack(keys)
+    except queue.BadMessage as exc:  # acknowledged and dropped: it can never succeed
+        log.error("rejected message %s: %s", self.request.id, exc)
+        return {"rejected": 1}
     # kombu's Redis transport names an unacknowledged message by this tag; the leases renew it.
     delivery_tag = (self.request.properties or {}).get("delivery_tag")
-    outcome = runtime.drain().summarize(key, delivery_tag).result()
-    if outcome.status == "queued":  # failed, with attempts left: back on the queue after a pause
-        raise self.retry(countdown=outcome.retry_in_s, max_retries=None)
-    if outcome.status == "handback":  # the worker is stopping: to the front of the queue, now
+    futures = runtime.drain().summarize_all(wanted, delivery_tag)
+    wait(futures)
+    outcomes = [future.result() for future in futures]
+    if any(o.status == "handback" for o in outcomes):  # stopping: to the front of the queue
         raise Reject("the worker is shutting down", requeue=True)
-    return outcome.status
+    again = [o for o in outcomes if o.status == "queued"]
+    if again:  # failed, with attempts left: these keys back on the queue after a pause
+        raise self.retry(
+            kwargs={"keys": queue.pack(o.key for o in again)},
+            countdown=max(o.retry_in_s or 0 for o in again),
+            max_retries=None,
+        )
+    return dict(Counter(o.status for o in outcomes))
+
+
+@worker_init.connect
+def _only_through_summarize_worker(**_: object) -> None:
+    if not runtime.installed():
+        raise SystemExit(
+            "Start the worker with `summarize worker`: it renews the leases of the messages it "
+            "holds, puts back documents Redis lost and hands work back on SIGTERM, which "
+            "`celery -A worker.app worker` does not."
+        )

@@ -150,7 +150,7 @@ def _day_add(row: str, dialect: str) -> str:
         + _greatest("daily_rollups.last_finished_at", "excluded.last_finished_at", dialect)
     )
     seconds = _seconds(f"{row}.finished_at", f"{row}.started_at", dialect)
-    bucket = f"(SELECT MAX(bucket) FROM duration_buckets WHERE low_s <= {seconds})"
+    bucket = _bucket(seconds)
     return f"""
     INSERT INTO daily_rollups (day, batch, {", ".join(values)})
     SELECT {day}, {row}.batch, {", ".join(values.values())}
@@ -171,13 +171,21 @@ def _day_remove(row: str, dialect: str) -> str:
     sets.append(f"generated = generated - {_flag(_generated(row))}")
     sets += [f"{t} = {t} - {_spent(row, t)}" for t in TOKENS]
     seconds = _seconds(f"{row}.finished_at", f"{row}.started_at", dialect)
-    bucket = f"(SELECT MAX(bucket) FROM duration_buckets WHERE low_s <= {seconds})"
+    bucket = _bucket(seconds)
     return f"""
     UPDATE daily_rollups SET {", ".join(sets)}
     WHERE {row}.finished_at IS NOT NULL AND day = {day} AND batch = {row}.batch;
     UPDATE duration_counts SET documents = documents - 1
     WHERE {row}.finished_at IS NOT NULL AND {row}.started_at IS NOT NULL AND {_generated(row)}
         AND day = {day} AND batch = {row}.batch AND bucket = {bucket};"""
+
+
+def _bucket(seconds: str) -> str:
+    """The time bucket of a number of seconds: one index seek in duration_buckets."""
+    return (
+        f"(SELECT bucket FROM duration_buckets WHERE low_s <= {seconds} "
+        "ORDER BY low_s DESC LIMIT 1)"
+    )
 
 
 def _changed(old: str, new: str, dialect: str) -> str:
@@ -188,16 +196,11 @@ def _changed(old: str, new: str, dialect: str) -> str:
 
 
 def triggers(dialect: str) -> list[str]:
+    """Each part runs only when it has something to count: most changes touch the batch alone."""
     new_batch = (
         "INSERT INTO batch_rollups (batch) VALUES (NEW.name) ON CONFLICT (batch) DO NOTHING;"
     )
-    on_insert = _batch_change(None, "NEW", dialect) + _day_add("NEW", dialect)
-    on_delete = _batch_change("OLD", None, dialect) + _day_remove("OLD", dialect)
-    on_update = (
-        _batch_change("OLD", "NEW", dialect)
-        + _day_remove("OLD", dialect)
-        + _day_add("NEW", dialect)
-    )
+    changed = _changed("OLD", "NEW", dialect)
     if dialect == "postgresql":
         return [
             f"""
@@ -212,24 +215,46 @@ END $$""",
 CREATE FUNCTION results_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        {on_insert}
+        {_batch_change(None, "NEW", dialect)}
+        IF NEW.finished_at IS NOT NULL THEN {_day_add("NEW", dialect)} END IF;
     ELSIF TG_OP = 'DELETE' THEN
-        {on_delete}
-    ELSIF {_changed("OLD", "NEW", dialect)} THEN
-        {on_update}
+        {_batch_change("OLD", None, dialect)}
+        IF OLD.finished_at IS NOT NULL THEN {_day_remove("OLD", dialect)} END IF;
+    ELSIF {changed} THEN
+        {_batch_change("OLD", "NEW", dialect)}
+        IF OLD.finished_at IS NOT NULL THEN {_day_remove("OLD", dialect)} END IF;
+        IF NEW.finished_at IS NOT NULL THEN {_day_add("NEW", dialect)} END IF;
     END IF;
     RETURN NULL;
 END $$""",
             "CREATE TRIGGER results_rollup AFTER INSERT OR UPDATE OR DELETE ON results "
             "FOR EACH ROW EXECUTE FUNCTION results_rollup()",
         ]
-    return [
-        f"CREATE TRIGGER batches_rollup AFTER INSERT ON batches BEGIN {new_batch} END",
-        f"CREATE TRIGGER results_rollup_insert AFTER INSERT ON results BEGIN {on_insert} END",
-        f"CREATE TRIGGER results_rollup_delete AFTER DELETE ON results BEGIN {on_delete} END",
-        f"CREATE TRIGGER results_rollup_update AFTER UPDATE ON results "
-        f"WHEN {_changed('OLD', 'NEW', dialect)} BEGIN {on_update} END",
-    ]
+    parts = {  # name: (event, when, body); SQLite runs triggers of one event in no set order
+        "insert": ("INSERT", None, _batch_change(None, "NEW", dialect)),
+        "insert_day": ("INSERT", "NEW.finished_at IS NOT NULL", _day_add("NEW", dialect)),
+        "delete": ("DELETE", None, _batch_change("OLD", None, dialect)),
+        "delete_day": ("DELETE", "OLD.finished_at IS NOT NULL", _day_remove("OLD", dialect)),
+        "update": ("UPDATE", changed, _batch_change("OLD", "NEW", dialect)),
+        "update_day_out": (
+            "UPDATE",
+            f"OLD.finished_at IS NOT NULL AND ({changed})",
+            _day_remove("OLD", dialect),
+        ),
+        "update_day_in": (
+            "UPDATE",
+            f"NEW.finished_at IS NOT NULL AND ({changed})",
+            _day_add("NEW", dialect),
+        ),
+    }
+    statements = [f"CREATE TRIGGER batches_rollup AFTER INSERT ON batches BEGIN {new_batch} END"]
+    for name, (event, when, body) in parts.items():
+        condition = f" WHEN {when}" if when else ""
+        statements.append(
+            f"CREATE TRIGGER results_rollup_{name} AFTER {event} ON results{condition} "
+            f"BEGIN {body} END"
+        )
+    return statements
 
 
 def drop_triggers(dialect: str) -> list[str]:
@@ -240,15 +265,8 @@ def drop_triggers(dialect: str) -> list[str]:
             "DROP FUNCTION IF EXISTS results_rollup()",
             "DROP FUNCTION IF EXISTS batches_rollup()",
         ]
-    return [
-        f"DROP TRIGGER IF EXISTS {name}"
-        for name in (
-            "batches_rollup",
-            "results_rollup_insert",
-            "results_rollup_delete",
-            "results_rollup_update",
-        )
-    ]
+    names = [statement.split()[2] for statement in triggers(dialect)]
+    return [f"DROP TRIGGER IF EXISTS {name}" for name in names]
 
 
 def backfill(dialect: str) -> list[str]:
@@ -280,7 +298,7 @@ GROUP BY {day}, r.batch""",
 INSERT INTO duration_counts (day, batch, bucket, documents)
 SELECT d.day, d.batch, d.bucket, COUNT(*) FROM (
     SELECT {day} AS day, r.batch,
-        (SELECT MAX(bucket) FROM duration_buckets WHERE low_s <= {seconds}) AS bucket
+        {_bucket(seconds)} AS bucket
     FROM results r
     WHERE r.finished_at IS NOT NULL AND r.started_at IS NOT NULL AND {_generated("r")}
 ) d GROUP BY d.day, d.batch, d.bucket""",
@@ -449,8 +467,28 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_duration_counts_batch"), "duration_counts", ["batch"])
     op.create_index(op.f("ix_daily_rollups_batch"), "daily_rollups", ["batch"])
-    # Failures by time (Grafana's panel) and a batch's slowest documents, without a scan.
-    op.create_index(op.f("ix_results_status_finished_at"), "results", ["status", "finished_at"])
+    # Indexes a status change does not have to touch: each status change used to move a row's
+    # entry in three indexes. Pending rows (for the requeue sweep) and failed rows (Grafana's
+    # failures by time) get partial indexes; result keys an index of their own.
+    op.drop_index("ix_results_result_key_status", table_name="results")
+    op.drop_index("ix_results_status_started_at", table_name="results")
+    op.create_index(op.f("ix_results_result_key"), "results", ["result_key"])
+    pending = sa.text("status IN ('queued', 'running')")
+    failed = sa.text("status = 'failed'")
+    op.create_index(
+        "ix_results_pending",
+        "results",
+        ["created_at"],
+        sqlite_where=pending,
+        postgresql_where=pending,
+    )
+    op.create_index(
+        "ix_results_failed",
+        "results",
+        ["finished_at"],
+        sqlite_where=failed,
+        postgresql_where=failed,
+    )
     for statement in backfill(dialect):
         op.execute(statement)
     for statement in triggers(dialect):
@@ -468,7 +506,11 @@ def downgrade() -> None:
         op.execute(f"DROP VIEW IF EXISTS {view}")
     for statement in drop_triggers(dialect):
         op.execute(statement)
-    op.drop_index(op.f("ix_results_status_finished_at"), table_name="results")
+    op.drop_index("ix_results_failed", table_name="results")
+    op.drop_index("ix_results_pending", table_name="results")
+    op.drop_index(op.f("ix_results_result_key"), table_name="results")
+    op.create_index("ix_results_status_started_at", "results", ["status", "started_at"])
+    op.create_index("ix_results_result_key_status", "results", ["result_key", "status"])
     for table in ("duration_counts", "daily_rollups", "batch_rollups", "duration_buckets"):
         op.drop_table(table)
     views = import_module("migrations.versions.0002_dashboard_views")

@@ -1,0 +1,204 @@
+"""The queue in Redis: every fact about our messages, in one place.
+
+Documents travel in chunks: one Celery task message (`summarize.chunk`) carries
+up to `SUMMARIZE_CHUNK_DOCS` result keys, made and sent by Celery's own
+`send_task` on one producer from the app's pool. Keys are packed as unpadded
+base64url of their 32 bytes (43 characters each, no separators): kombu's Redis
+transport stores the body base64-encoded again, and a chunk of 64 hex keys would
+cost over 100 bytes a document where this costs about 70.
+
+Here too: the Celery configuration the producer and the worker share, kombu's
+key names for messages workers hold (from the transport options, never literals),
+counting what Redis holds, finding the keys it holds, and renewing the leases of
+held messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+
+import redis
+
+from jobs import broker
+from jobs.settings import Settings
+
+TASK_NAME = "summarize.chunk"
+KEY_BYTES = 32  # a result key is a SHA-256
+KEY_CHARS = 43  # as unpadded base64url
+UNACKED = "unacked"  # kombu's hash of messages workers hold: tag -> [message, exchange, queue]
+UNACKED_INDEX = "unacked_index"  # kombu's sorted set of those tags, by when they were taken
+RESTORE_EVERY_S = 5  # how often workers look for messages of dead workers
+PUBLISH_RETRIES = 3  # send_task's retries while Redis does not answer (about 1.5 s)
+
+
+class BadMessage(ValueError):
+    """A message that is not a chunk of result keys: rejected, logged, never run."""
+
+
+def pack(keys: Iterable[str]) -> str:
+    """Hex result keys as one string of 43-character base64url keys."""
+    raw = b"".join(bytes.fromhex(key) for key in keys)
+    return "".join(
+        base64.urlsafe_b64encode(raw[i : i + KEY_BYTES])[:KEY_CHARS].decode("ascii")
+        for i in range(0, len(raw), KEY_BYTES)
+    )
+
+
+def unpack(packed: object) -> list[str]:
+    """The hex result keys of a chunk; BadMessage for anything else (checked before use)."""
+    if not isinstance(packed, str) or not packed or len(packed) % KEY_CHARS:
+        raise BadMessage(f"not a chunk of result keys: {str(packed)[:80]!r}")
+    keys = []
+    for i in range(0, len(packed), KEY_CHARS):
+        piece = packed[i : i + KEY_CHARS]
+        try:
+            raw = base64.b64decode(piece + "=", altchars=b"-_", validate=True)
+        except (binascii.Error, ValueError):
+            raw = b""
+        if len(raw) != KEY_BYTES:
+            raise BadMessage(f"not a chunk of result keys: {piece!r}")
+        keys.append(raw.hex())
+    return keys
+
+
+def chunks(keys: Iterable[str], size: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for key in keys:
+        chunk.append(key)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def transport_options(settings: Settings) -> dict:
+    return {
+        "visibility_timeout": settings.visibility_timeout_s,
+        "unacked_key": UNACKED,
+        "unacked_index_key": UNACKED_INDEX,
+        # Look for messages of dead workers often, so redelivery takes about one timeout.
+        "unacked_restore_interval": RESTORE_EVERY_S,
+        "unacked_restore_throttle": 1,
+        "socket_timeout": 30,
+        "socket_connect_timeout": 10,
+        "health_check_interval": 10,
+    }
+
+
+def celery_config(settings: Settings) -> dict:
+    """What the producer and the worker agree on: JSON only, late acknowledgement, no results."""
+    return {
+        "broker_url": broker.celery_url(settings),
+        "broker_transport_options": transport_options(settings),
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": None,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "event_serializer": "json",
+        "result_accept_content": ["json"],
+        "task_ignore_result": True,
+        "result_backend": None,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": False,
+        "task_default_queue": settings.queue,
+        "task_publish_retry_policy": {
+            "max_retries": PUBLISH_RETRIES,
+            "interval_start": 0,
+            "interval_step": 0.5,
+            "interval_max": 0.5,
+        },
+    }
+
+
+@lru_cache(maxsize=4)
+def _producer_app(settings: Settings):
+    from celery import Celery
+
+    app = Celery("summarize-producer", set_as_current=False)
+    app.conf.update(celery_config(settings))
+    return app
+
+
+def enqueue(settings: Settings, keys: Iterable[str]) -> int:
+    """Send the keys as chunk messages; returns how many messages. Raises redis.ConnectionError."""
+    from kombu.exceptions import OperationalError
+
+    app = _producer_app(settings)
+    sent = 0
+    try:  # a connection of its own, closed after: an idle embedded Redis may then stop
+        with app.connection_for_write() as connection, app.amqp.Producer(connection) as producer:
+            for chunk in chunks(keys, settings.chunk_docs):
+                app.send_task(
+                    TASK_NAME,
+                    kwargs={"keys": pack(chunk)},
+                    queue=settings.queue,
+                    producer=producer,
+                    ignore_result=True,
+                    kwargsrepr=f"{{'keys': <{len(chunk)} documents>}}",
+                )
+                sent += 1
+    except OperationalError as exc:
+        raise redis.ConnectionError(str(exc)) from exc
+    return sent
+
+
+def marker(queue: str) -> str:
+    """A key the requeue sweep keeps in Redis: when it is missing, Redis lost its data."""
+    return f"{queue}.kept"
+
+
+def waiting(client: redis.Redis, queue: str) -> int:
+    """Messages waiting in the queue (each a chunk of documents)."""
+    return int(client.llen(queue))
+
+
+def messages_in_redis(client: redis.Redis, queue: str) -> int:
+    """Messages waiting in the queue plus those workers hold unacknowledged."""
+    return waiting(client, queue) + int(client.hlen(UNACKED))
+
+
+def keys_in_redis(client: redis.Redis, queue: str, page: int = 1000) -> set[str]:
+    """Result keys that have a message waiting or held, read a page of messages at a time."""
+    keys: set[str] = set()
+    start = 0
+    while True:
+        raw = client.lrange(queue, start, start + page - 1)
+        for message in raw:
+            keys.update(_keys_of(message))
+        if len(raw) < page:
+            break
+        start += page
+    for _, held in client.hscan_iter(UNACKED, count=page):
+        try:
+            message = json.loads(held)[0]  # kombu stores [message, exchange, routing key]
+        except (ValueError, IndexError, TypeError, KeyError):
+            continue
+        keys.update(_keys_of(message))
+    return keys
+
+
+def _keys_of(message: object) -> list[str]:
+    """The result keys a message carries, if it is one of ours; [] for anything else."""
+    try:
+        envelope = json.loads(message) if isinstance(message, (bytes, str)) else message
+        if not isinstance(envelope, dict) or envelope.get("content-type") != "application/json":
+            return []
+        _, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
+        return unpack(kwargs.get("keys"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
+def renew(client: redis.Redis, tags: Iterable[str], now: float) -> int:
+    """Mark held messages as taken now, so the transport does not deliver them again."""
+    stamps = {tag: now for tag in tags if tag}
+    if stamps:
+        client.zadd(UNACKED_INDEX, stamps, xx=True)
+    return len(stamps)

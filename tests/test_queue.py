@@ -1,0 +1,103 @@
+"""The queue: documents travel in chunks of keys, in messages Celery itself makes and reads."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+from celery import Celery
+
+from jobs import queue
+from jobs.settings import Settings
+from worker.tasks import summarize_chunk
+
+
+def keys(n: int) -> list[str]:
+    return [hashlib.sha256(str(i).encode()).hexdigest() for i in range(n)]
+
+
+def test_keys_pack_into_43_characters_each_and_come_back_unchanged():
+    some = keys(5)
+
+    packed = queue.pack(some)
+
+    assert len(packed) == 5 * queue.KEY_CHARS
+    assert queue.unpack(packed) == some
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [None, 7, ["a" * 64], "", "x" * 42, "!" * 43, "A" * 44, {"key": "k"}, "é" * 43],
+)
+def test_anything_but_a_chunk_of_keys_is_a_bad_message(forged):
+    with pytest.raises(queue.BadMessage):
+        queue.unpack(forged)
+
+
+def test_a_chunk_is_split_at_chunk_docs_and_celery_reads_each_message(env, redis_url, queue_name):
+    settings = Settings.from_env(env | {"SUMMARIZE_CHUNK_DOCS": "4"})
+    wanted = keys(10)
+
+    assert queue.enqueue(settings, wanted) == 3
+
+    app = Celery(broker=redis_url, set_as_current=False)
+    app.conf.update(queue.celery_config(settings))
+    carried = []
+    with app.connection_for_read() as connection:
+        simple = connection.SimpleQueue(queue_name)
+        for _ in range(3):
+            message = simple.get(timeout=5)
+            assert message.headers["task"] == "summarize.chunk"
+            assert message.content_type == "application/json"
+            args, kwargs, _ = message.decode()
+            carried.append(queue.unpack(kwargs["keys"]))
+            message.ack()
+        simple.close()
+    assert [len(c) for c in carried] == [4, 4, 2]
+    assert sorted(k for c in carried for k in c) == sorted(wanted)
+
+
+def test_the_keys_in_redis_are_those_waiting_and_those_held(env, settings, redis_url):
+    client = redis.Redis.from_url(redis_url)
+    queue.enqueue(settings, keys(3))
+    held = client.rpop(settings.queue)  # as kombu does when a worker takes a message
+    client.hset(queue.UNACKED, "tag-1", b"[" + held + b', "", "q"]')
+    queue.enqueue(settings, keys(5)[3:])
+
+    assert queue.keys_in_redis(client, settings.queue, page=1) == set(keys(5))
+    assert queue.messages_in_redis(client, settings.queue) == 2
+
+
+def test_a_queued_document_costs_redis_under_100_bytes(env, redis_url):
+    settings = Settings.from_env(env)
+    client = redis.Redis.from_url(redis_url)
+    wanted = keys(20_000)
+    before = client.info("memory")["used_memory"]
+
+    queue.enqueue(settings, wanted)
+
+    per_document = (client.info("memory")["used_memory"] - before) / len(wanted)
+    print(f"\nRedis memory per queued document: {per_document:.0f} bytes")
+    assert per_document <= 100
+
+
+@pytest.mark.parametrize("forged", [["a" * 64], 7, None, "not keys"])
+def test_a_forged_chunk_is_rejected_alone_and_never_reaches_the_drain_loop(forged):
+    assert summarize_chunk(keys=forged) == {"rejected": 1}
+
+
+def test_celery_dash_a_refuses_to_start_a_worker_without_leases_and_says_what_to_run(env):
+    started = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "--pool", "threads"],
+        env=os.environ | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert started.returncode != 0
+    assert "Start the worker with `summarize worker`" in started.stdout + started.stderr
