@@ -79,3 +79,14 @@ def test_submit_and_a_real_worker_with_the_echo_model_write_rows_without_loading
     }
     assert found["a.txt"].completion_tokens == 3
     assert "vllm" not in worker.log_path.read_text().lower()
+
+
+def test_its_vocabulary_is_forgotten_between_steps_so_memory_stays_flat(monkeypatch):
+    monkeypatch.setattr("worker.echo.VOCABULARY_WORDS", 50)
+    engine = EchoEngine(max_model_len=2048)
+
+    for i in range(20):
+        done = finish(engine, " ".join(f"w{i}x{j}" for j in range(10)) + ". tail")
+
+    assert done.text == " ".join(f"w19x{j}" for j in range(10)) + "."
+    assert len(engine._words) <= 50 + 12

@@ -16,6 +16,7 @@ from worker.engine import Finished
 
 MODEL = "echo"  # SUMMARIZE_MODEL that selects it, and `results.model` of its rows
 _SEPARATOR = 0  # token between the instruction and the text
+VOCABULARY_WORDS = 10_000  # forget the words past this many, between steps: memory stays flat
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
 
 
@@ -60,7 +61,12 @@ class EchoEngine:
 
     def step(self) -> list[Finished]:
         running, self._running = self._running, {}
-        return [self._answer(rid, prompt, most) for rid, (prompt, most) in running.items()]
+        finished = [self._answer(rid, prompt, most) for rid, (prompt, most) in running.items()]
+        if len(self._words) > VOCABULARY_WORDS:  # no token id is held by anyone now
+            self._ids.clear()
+            self._words[1:] = []
+            self._instructions.clear()
+        return finished
 
     def _answer(self, request_id: str, prompt: list[int], max_tokens: int) -> Finished:
         text = prompt[prompt.index(_SEPARATOR) + 1 :]

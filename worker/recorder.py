@@ -148,7 +148,9 @@ class Recorder:
         finals = [o for o in outcomes if o.status != "queued"]
         again = [o for o in outcomes if o.status == "queued"]
         with self.db.begin() as conn:
-            if finals:
+            if finals and conn.dialect.name == "postgresql":
+                conn.execute(_finals_in_one_statement(finals, now))
+            elif finals:  # SQLite: one statement per row is as fast, and needs no UPDATE FROM
                 conn.execute(
                     results.update()
                     .where(
@@ -178,6 +180,35 @@ class Recorder:
                     .values(status="queued", error=sa.bindparam("v_error")),
                     [{"k": o.key, "v_error": o.error} for o in again],
                 )
+
+
+_WRITTEN = {  # the columns an outcome writes, with their types (VALUES needs them spelled out)
+    "status": sa.String(16),
+    "summary": sa.Text(),
+    "prompt_tokens": sa.Integer(),
+    "completion_tokens": sa.Integer(),
+    "cached_tokens": sa.Integer(),
+    "parts": sa.Integer(),
+    "finish_reason": sa.String(16),
+    "error": sa.Text(),
+}
+
+
+def _finals_in_one_statement(finals: list[Outcome], now) -> sa.Update:
+    """UPDATE … FROM (VALUES …): on PostgreSQL, one statement fires the rollup triggers once."""
+    written = sa.values(
+        sa.column("k", sa.String(64)),
+        *(sa.column(name, kind) for name, kind in _WRITTEN.items()),
+        name="written",
+    ).data([(o.key, *(getattr(o, name) for name in _WRITTEN)) for o in finals])
+    return (
+        results.update()
+        .where(results.c.result_key == written.c.k, is_pending)
+        .values(
+            {name: sa.cast(written.c[name], kind) for name, kind in _WRITTEN.items()}
+            | {"finished_at": now}
+        )
+    )
 
 
 def _params(o: Outcome) -> dict:

@@ -40,6 +40,7 @@ BOUNDS = 109  # 2^-10 s ... 2^17 s
 STATUS_COUNTS = ("queued", "running", "succeeded", "failed", "cancelled")
 FINAL_COUNTS = ("succeeded", "failed", "cancelled")
 TOKENS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+EVENTS = ("insert", "delete", "update")
 
 
 def bucket_rows() -> list[dict]:
@@ -195,6 +196,89 @@ def _changed(old: str, new: str, dialect: str) -> str:
     return " OR ".join(f"{old}.{c} {differs} {new}.{c}" for c in columns)
 
 
+def _statement_apply(rows: str, sign: int) -> str:
+    """PostgreSQL: add (or take out) a statement's rows, from its transition table, per batch and
+    day in one UPDATE or upsert each: a batch's rollup row is written once per statement, not
+    once per row (many writes to one row in one transaction slow PostgreSQL down)."""
+    dialect = "postgresql"
+    day = _day("r.finished_at", dialect)
+    counts = {
+        "documents": "COUNT(*)",
+        **{s: f"SUM({_flag(f'r.status = {s!r}')})" for s in STATUS_COUNTS},
+        "deduplicated": f"SUM({_flag('r.deduplicated')})",
+        "generated": f"SUM({_flag(_generated('r'))})",
+        **{t: f"SUM({_spent('r', t)})" for t in TOKENS},
+    }
+    times = {"first_started_at": f"MIN({_first('r')})", "last_finished_at": f"MAX({_last('r')})"}
+    if sign < 0:  # times only move outward
+        times = dict.fromkeys(times, "CAST(NULL AS TIMESTAMPTZ)")
+    batch_sets = [f"{c} = b.{c} + ({sign}) * s.{c}" for c in counts]
+    batch_sets += [
+        "first_started_at = LEAST(b.first_started_at, s.first_started_at)",
+        "last_finished_at = GREATEST(b.last_finished_at, s.last_finished_at)",
+    ]
+    final = {c: v for c, v in counts.items() if c not in ("queued", "running")}
+    day_values = [f"({sign}) * {v}" for v in final.values()] + list(times.values())
+    day_sets = [f"{c} = daily_rollups.{c} + excluded.{c}" for c in final]
+    day_sets += [
+        "first_started_at = LEAST(daily_rollups.first_started_at, excluded.first_started_at)",
+        "last_finished_at = GREATEST(daily_rollups.last_finished_at, excluded.last_finished_at)",
+    ]
+    seconds = _seconds("r.finished_at", "r.started_at", dialect)
+    return f"""
+    UPDATE batch_rollups b SET {", ".join(batch_sets)}
+    FROM (
+        SELECT r.batch, {", ".join(f"{v} AS {c}" for c, v in {**counts, **times}.items())}
+        FROM {rows} r GROUP BY r.batch
+    ) s WHERE b.batch = s.batch;
+    INSERT INTO daily_rollups (day, batch, {", ".join(final)}, first_started_at, last_finished_at)
+    SELECT {day}, r.batch, {", ".join(day_values)}
+    FROM {rows} r WHERE r.finished_at IS NOT NULL GROUP BY {day}, r.batch
+    ON CONFLICT (day, batch) DO UPDATE SET {", ".join(day_sets)};
+    INSERT INTO duration_counts (day, batch, bucket, documents)
+    SELECT d.day, d.batch, d.bucket, ({sign}) * COUNT(*) FROM (
+        SELECT {day} AS day, r.batch, {_bucket(seconds)} AS bucket
+        FROM {rows} r
+        WHERE r.finished_at IS NOT NULL AND r.started_at IS NOT NULL AND {_generated("r")}
+    ) d GROUP BY d.day, d.batch, d.bucket
+    ON CONFLICT (day, batch, bucket) DO UPDATE
+        SET documents = duration_counts.documents + excluded.documents;"""
+
+
+def _postgresql_triggers(new_batch: str) -> list[str]:
+    events = {
+        "insert": ("INSERT", "NEW TABLE AS new_rows", _statement_apply("new_rows", 1)),
+        "delete": ("DELETE", "OLD TABLE AS old_rows", _statement_apply("old_rows", -1)),
+        "update": (
+            "UPDATE",
+            "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+            _statement_apply("old_rows", -1) + _statement_apply("new_rows", 1),
+        ),
+    }
+    statements = [
+        f"""
+CREATE FUNCTION batches_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    {new_batch}
+    RETURN NULL;
+END $$""",
+        "CREATE TRIGGER batches_rollup AFTER INSERT ON batches "
+        "FOR EACH ROW EXECUTE FUNCTION batches_rollup()",
+    ]
+    for name, (event, tables, body) in events.items():
+        statements.append(f"""
+CREATE FUNCTION results_rollup_{name}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    {body}
+    RETURN NULL;
+END $$""")
+        statements.append(
+            f"CREATE TRIGGER results_rollup_{name} AFTER {event} ON results "
+            f"REFERENCING {tables} FOR EACH STATEMENT EXECUTE FUNCTION results_rollup_{name}()"
+        )
+    return statements
+
+
 def triggers(dialect: str) -> list[str]:
     """Each part runs only when it has something to count: most changes touch the batch alone."""
     new_batch = (
@@ -202,34 +286,7 @@ def triggers(dialect: str) -> list[str]:
     )
     changed = _changed("OLD", "NEW", dialect)
     if dialect == "postgresql":
-        return [
-            f"""
-CREATE FUNCTION batches_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    {new_batch}
-    RETURN NULL;
-END $$""",
-            "CREATE TRIGGER batches_rollup AFTER INSERT ON batches "
-            "FOR EACH ROW EXECUTE FUNCTION batches_rollup()",
-            f"""
-CREATE FUNCTION results_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        {_batch_change(None, "NEW", dialect)}
-        IF NEW.finished_at IS NOT NULL THEN {_day_add("NEW", dialect)} END IF;
-    ELSIF TG_OP = 'DELETE' THEN
-        {_batch_change("OLD", None, dialect)}
-        IF OLD.finished_at IS NOT NULL THEN {_day_remove("OLD", dialect)} END IF;
-    ELSIF {changed} THEN
-        {_batch_change("OLD", "NEW", dialect)}
-        IF OLD.finished_at IS NOT NULL THEN {_day_remove("OLD", dialect)} END IF;
-        IF NEW.finished_at IS NOT NULL THEN {_day_add("NEW", dialect)} END IF;
-    END IF;
-    RETURN NULL;
-END $$""",
-            "CREATE TRIGGER results_rollup AFTER INSERT OR UPDATE OR DELETE ON results "
-            "FOR EACH ROW EXECUTE FUNCTION results_rollup()",
-        ]
+        return _postgresql_triggers(new_batch)
     parts = {  # name: (event, when, body); SQLite runs triggers of one event in no set order
         "insert": ("INSERT", None, _batch_change(None, "NEW", dialect)),
         "insert_day": ("INSERT", "NEW.finished_at IS NOT NULL", _day_add("NEW", dialect)),
@@ -259,12 +316,10 @@ END $$""",
 
 def drop_triggers(dialect: str) -> list[str]:
     if dialect == "postgresql":
-        return [
-            "DROP TRIGGER IF EXISTS results_rollup ON results",
-            "DROP TRIGGER IF EXISTS batches_rollup ON batches",
-            "DROP FUNCTION IF EXISTS results_rollup()",
-            "DROP FUNCTION IF EXISTS batches_rollup()",
-        ]
+        drops = ["DROP TRIGGER IF EXISTS batches_rollup ON batches"]
+        drops += [f"DROP TRIGGER IF EXISTS results_rollup_{e} ON results" for e in EVENTS]
+        functions = ["batches_rollup", *(f"results_rollup_{e}" for e in EVENTS)]
+        return drops + [f"DROP FUNCTION IF EXISTS {f}()" for f in functions]
     names = [statement.split()[2] for statement in triggers(dialect)]
     return [f"DROP TRIGGER IF EXISTS {name}" for name in names]
 
