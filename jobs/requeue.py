@@ -64,14 +64,6 @@ def requeue_stranded(
 ) -> Requeued:
     """Push a fresh message for every pending document that has none in Redis."""
     cutoff = utcnow() - timedelta(seconds=older_than_s)
-    with db.connect() as conn:  # the partial index of pending rows answers this at once
-        if (
-            batch is None
-            and not conn.execute(
-                sa.select(results.c.id).where(is_pending, results.c.created_at < cutoff).limit(1)
-            ).first()
-        ):
-            return Requeued(0, 0)
     query = (
         sa.select(results.c.result_key, sa.func.count())
         .where(is_pending, results.c.created_at < cutoff)

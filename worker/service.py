@@ -2,7 +2,8 @@
 
 One process, one engine. Celery's thread pool holds enough chunk messages for
 `in_flight` documents (twice the profile's `max_num_seqs` by default), so the
-engine always has a second wave waiting behind the sequences it is running. Beside it run two small threads: one
+engine always has a second wave waiting behind the sequences it is running.
+Beside it run two small threads: one
 renews the leases of the messages we hold, one puts back on the queue any
 document whose message Redis lost.
 """
@@ -101,8 +102,10 @@ def _exit_status(celery_status: int, asked_to_stop: bool, drain) -> int:
     already closed. The worker reconnects and goes on; a later SIGTERM is a clean stop.
     """
     if celery_status and asked_to_stop and drain.idle():
-        log.warning("Celery reported an error it recovered from (above); the worker stopped as "
-                    "asked with every document written or handed back")  # fmt: skip
+        log.warning(
+            "Celery reported an error it recovered from (above); the worker stopped as asked "
+            "with every document written or handed back"
+        )
         return 0
     return celery_status
 

@@ -31,36 +31,32 @@ class ChunkRequest(Request):
     while acknowledging it on the closed channel, stopping the worker.
     """
 
-    def _channel_gone(self) -> bool:
+    def _channel_gone(self, doing: str) -> bool:
+        """Whether the message's channel closed with its connection; says so in the log."""
         channel = getattr(self._message, "channel", None)
         connection = getattr(channel, "connection", None)
-        return (
+        gone = (
             channel is None
             or getattr(channel, "closed", False)
             or getattr(connection, "client", None) is None
         )
+        if gone and not self.acknowledged:
+            log.warning(
+                "chunk %s: the connection to Redis it came on is gone, so is its message; "
+                "not %s it (the requeue sweep finds what it held)",
+                self.id,
+                doing,
+            )
+            self.acknowledged = True
+        return gone
 
     def acknowledge(self) -> None:
-        if not self.acknowledged and self._channel_gone():
-            log.warning(
-                "chunk %s was taken before the connection to Redis was lost; its "
-                "message went with that connection, nothing to acknowledge",
-                self.id,
-            )
-            self.acknowledged = True
-            return
-        super().acknowledge()
+        if not self._channel_gone("acknowledging"):
+            super().acknowledge()
 
     def reject(self, requeue: bool = False) -> None:
-        if not self.acknowledged and self._channel_gone():
-            log.warning(
-                "chunk %s cannot go back on a connection to Redis that is gone; the "
-                "requeue sweep puts its documents back",
-                self.id,
-            )
-            self.acknowledged = True
-            return
-        super().reject(requeue)
+        if not self._channel_gone("putting back"):
+            super().reject(requeue)
 
 
 @app.task(
