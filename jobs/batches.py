@@ -15,11 +15,12 @@ from typing import TextIO
 
 import sqlalchemy as sa
 
-from jobs import queue
+from jobs import queue, retention
 from jobs.models import batches, results, utcnow
 from jobs.settings import Settings
 
 PAGE_ROWS = 1000
+CANCELLED = "cancelled by summarize cancel"
 EXPORTED = [c.name for c in results.columns]
 
 
@@ -107,11 +108,22 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
     return Retried(len(keys), updated, unreadable)
 
 
-def cancel(db: sa.Engine, batch: str) -> int:
+def cancel(db: sa.Engine, batch: str, *, keep_texts: bool = False) -> int:
     """Mark the batch's queued rows cancelled; running ones finish. Returns how many."""
+    now = utcnow()
     with db.begin() as conn:
-        return conn.execute(
+        cancelled = conn.execute(
             results.update()
             .where(results.c.batch == batch, results.c.status == "queued")
-            .values(status="cancelled", finished_at=utcnow(), error="cancelled by summarize cancel")
+            .values(status="cancelled", finished_at=now, error=CANCELLED)
         ).rowcount
+        if cancelled and not keep_texts:
+            retention.drop_texts(
+                conn,
+                sa.select(results.c.content_hash).where(
+                    results.c.batch == batch,
+                    results.c.status == "cancelled",
+                    results.c.finished_at == now,
+                ),
+            )
+        return cancelled

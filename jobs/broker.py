@@ -113,6 +113,16 @@ def redis_server_binary() -> str:
     return str(Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server")
 
 
+def answers(client: redis.Redis) -> bool:
+    """Whether the server answers a PING; the client is closed after."""
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
 class EmbeddedRedis:
     """The redis-server of one data directory: started on demand, shut down when nobody uses it."""
 
@@ -134,13 +144,7 @@ class EmbeddedRedis:
         )
 
     def _answers(self) -> bool:
-        client = self._client()
-        try:
-            return bool(client.ping())
-        except (redis.RedisError, OSError):
-            return False
-        finally:
-            client.close()
+        return answers(self._client())
 
     def ensure_running(self) -> None:
         with self._lock():

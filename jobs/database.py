@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 # The newest migration; `ensure_schema` upgrades a database that is behind it.
 # tests/test_migrations.py checks that it matches migrations/versions.
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -163,10 +163,15 @@ def _migration_lock(settings: Settings) -> Iterator[None]:
     engine.dispose()
 
 
-def insert_ignoring_conflicts(engine: sa.Engine, table: sa.Table):
-    """An INSERT that skips rows whose unique key exists already, in the engine's dialect."""
+def insert(engine: sa.Engine, table: sa.Table):
+    """An INSERT in the engine's dialect, which can say what to do ON CONFLICT."""
     if engine.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    return insert(table).on_conflict_do_nothing()
+    return insert(table)
+
+
+def insert_ignoring_conflicts(engine: sa.Engine, table: sa.Table):
+    """An INSERT that skips rows whose unique key exists already, in the engine's dialect."""
+    return insert(engine, table).on_conflict_do_nothing()

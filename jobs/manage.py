@@ -1,4 +1,4 @@
-"""Commands for batches after submit: `results`, `batches`, `retry`, `cancel`.
+"""Commands for batches after submit: `results`, `batches`, `retry`, `cancel`, `purge`.
 
 Registered on the `summarize` group by jobs/cli.py; errors cross into the CLI there.
 """
@@ -120,10 +120,51 @@ def cancel(ctx, batch: str) -> None:
     """
     from jobs import batches
 
-    _, engine = _database(ctx)
+    settings, engine = _database(ctx)
     _known(engine, batch)
-    count = batches.cancel(engine, batch)
+    count = batches.cancel(engine, batch, keep_texts=settings.keep_texts)
     click.echo(f"Cancelled {count:,} queued documents of {batch}.")
 
 
-COMMANDS = (results, batches_command, retry, cancel)
+@click.command()
+@click.option("--before", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), metavar="DATE",
+              help="Rows finished before this UTC day (YYYY-MM-DD) or time.")  # fmt: skip
+@click.option(
+    "--batch", metavar="NAME", help="Rows of this batch (with --before: only its old ones)."
+)
+@click.pass_context
+def purge(ctx, before, batch: str | None) -> None:
+    """Delete finished rows, the batches they leave empty, and texts no row uses.
+
+    Queued and running rows are never touched: purge is safe beside running
+    workers. It deletes a few thousand rows a transaction, and its rollups stay
+    in step, so `status`, `batches` and the dashboards never see half of it.
+
+    \b
+    Example:
+      summarize purge --before 2026-09-01
+      summarize purge --batch nightly-2026-11-29
+    """
+    from datetime import timezone
+
+    from jobs import retention
+
+    if before is None and batch is None:
+        raise click.UsageError("Say what to purge: --before DATE, --batch NAME, or both.")
+    _, engine = _database(ctx)
+    if batch is not None:
+        _known(engine, batch)
+    before = before.replace(tzinfo=timezone.utc) if before else None
+    done = retention.purge(
+        engine,
+        before=before,
+        batch=batch,
+        on_step=lambda p: click.echo(f"  {p.rows:,} rows deleted", err=True),
+    )
+    left = f"; {len(done.batches):,} batches left empty and deleted" if done.batches else ""
+    click.echo(f"Purged {done.rows:,} rows and {done.documents:,} documents{left}.")
+    if batch is not None and batch not in done.batches:
+        click.echo(f"Batch {batch} still has queued or running rows: they were kept.")
+
+
+COMMANDS = (results, batches_command, retry, cancel, purge)

@@ -92,6 +92,13 @@ def _broker_url(raw: str) -> str:
     return raw
 
 
+def _flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ValueError("must be 1 or 0 (or true/false, yes/no, on/off)")
+    return value in ("1", "true", "yes", "on")
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -130,6 +137,7 @@ class Settings:
     max_doc_bytes: int = field(
         default=1_000_000, metadata={"env": "MAX_DOC_BYTES", "parse": _whole(1, 1 << 30)}
     )
+    keep_texts: bool = field(default=False, metadata={"env": "KEEP_TEXTS", "parse": _flag})
     queue: str = field(default="summarize", metadata={"env": "QUEUE", "parse": _queue})
     flush_interval_s: float = field(
         default=1.0, metadata={"env": "FLUSH_INTERVAL_S", "parse": _seconds(0.01, 60)}

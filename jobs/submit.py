@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from jobs import broker, corpus, queue
 from jobs.corpus import Text, Unreadable
-from jobs.database import insert_ignoring_conflicts, unavailable
+from jobs.database import insert, insert_ignoring_conflicts, unavailable
 from jobs.errors import SummarizeError
 from jobs.models import FINAL, PENDING, batches, documents, results, utcnow
 from jobs.prompt import prompt_hash, result_key
@@ -152,15 +152,7 @@ def _submit_chunk(
     try:
         with engine.begin() as conn:
             rows, keys_to_queue, texts = _plan(conn, engine, batch, prompt, chunk, report, now)
-            if texts:
-                conn.execute(
-                    insert_ignoring_conflicts(engine, documents),
-                    [
-                        {"content_hash": t.content_hash, "body": t.body,
-                         "size_bytes": t.size_bytes, "created_at": now}
-                        for t in texts.values()
-                    ],
-                )  # fmt: skip
+            _store(conn, engine, texts, now, keep_all=settings.keep_texts)
             if rows:
                 conn.execute(results.insert(), rows)
     except sa.exc.OperationalError as exc:
@@ -173,6 +165,35 @@ def _submit_chunk(
     report.submitted += len(keys_to_queue)
 
 
+def _store(conn, engine: sa.Engine, texts: dict[str, tuple[Text, bool]], now, keep_all: bool):
+    """Store the documents the rows refer to: with their text where a row will need it.
+
+    A text stored before and dropped since (jobs/retention.py) is stored again when a row
+    needs it. On PostgreSQL that conflict locks the document row even when the text is
+    there, so a worker dropping it at the same moment waits for this submit to commit and
+    then sees its new rows. Sorted by hash: locks taken in one order never deadlock.
+    """
+    needed, answered = [], []
+    for _, (text, needs_text) in sorted(texts.items()):
+        row = {"content_hash": text.content_hash, "size_bytes": text.size_bytes, "created_at": now}
+        if needs_text or keep_all:
+            needed.append(row | {"body": text.body})
+        else:
+            answered.append(row | {"body": None})
+    if needed:
+        statement = insert(engine, documents)
+        conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=[documents.c.content_hash],
+                set_={"body": statement.excluded.body},
+                where=documents.c.body.is_(None),
+            ),
+            needed,
+        )
+    if answered:  # already summarized: only the hash is kept, as after any summary
+        conn.execute(insert_ignoring_conflicts(engine, documents), answered)
+
+
 def _plan(conn, engine, batch, prompt, chunk, report, now):
     """Decide each file's row: queued (with or without a new message), answered, or failed."""
     paths = [item.path for item in chunk]
@@ -183,7 +204,7 @@ def _plan(conn, engine, batch, prompt, chunk, report, now):
             )
         ).scalars()
     )
-    texts: dict[str, Text] = {}
+    texts: dict[str, tuple[Text, bool]] = {}  # by hash: the text, and whether a row needs it
     keyed: list[tuple[Text, str]] = []
     rows: list[dict] = []
     # Every row names every column: one executemany statement inserts them all.
@@ -202,7 +223,6 @@ def _plan(conn, engine, batch, prompt, chunk, report, now):
                                 "error": item.reason, "finished_at": now})  # fmt: skip
             continue
         key = result_key(item.content_hash, prompt.model, prompt.hash)
-        texts[item.content_hash] = item
         keyed.append((item, key))
     done, in_flight = _earlier_results(conn, {key for _, key in keyed})
     keys_to_queue: dict[str, str] = {}
@@ -212,6 +232,7 @@ def _plan(conn, engine, batch, prompt, chunk, report, now):
             "content_hash": item.content_hash,
             "result_key": key,
         }
+        texts[item.content_hash] = (item, key not in done)  # one key per text in a batch
         if key in done:
             report.deduplicated += 1
             rows.append(row | done[key] | {"status": "succeeded", "deduplicated": True,

@@ -69,6 +69,20 @@ failures = sa.table(
 
 VIEWS = {view.name: view for view in (batch_stats, daily_stats, failures)}
 
+# A batch's generated rows, as the partial index ix_results_slowest (migration 0004) holds them.
+GENERATED = "status = 'succeeded' AND NOT deduplicated"
+
+
+def document_seconds(dialect: str) -> str:
+    """SQL for a row's time from start to finish, word for word as ix_results_slowest indexes it
+    (migration 0004): a query that orders by anything else sorts every row of the batch."""
+    if dialect == "postgresql":
+        return "CAST(EXTRACT(EPOCH FROM (finished_at - started_at)) AS DOUBLE PRECISION)"
+    return (
+        "((CAST(strftime('%s', finished_at) AS INTEGER) - CAST(strftime('%s', started_at) AS INTEGER))"
+        " + (CAST(substr(finished_at, 20, 7) AS REAL) - CAST(substr(started_at, 20, 7) AS REAL)))"
+    )
+
 
 def as_utc(value: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes (stored as UTC); PostgreSQL aware ones."""

@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy import pool
 
 from jobs.database import connect
-from jobs.models import Base
+from jobs.models import Base, modelled
 from jobs.settings import Settings
 
 config = context.config
@@ -25,6 +25,7 @@ def run_migrations_offline() -> None:
         target_metadata=target_metadata,
         literal_binds=True,
         render_as_batch=True,
+        include_object=modelled,
     )
     with context.begin_transaction():
         context.run_migrations()
@@ -37,6 +38,7 @@ def run_migrations_online() -> None:
             connection=connection,
             target_metadata=target_metadata,
             render_as_batch=connection.dialect.name == "sqlite",
+            include_object=modelled,
         )
         with context.begin_transaction():
             context.run_migrations()

@@ -20,7 +20,13 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
             before and after submit), submit's rate, the worker's rate (first start to last
             row, from batch_stats) and its peak memory. SUMMARIZE_DATABASE_URL picks the
             database (default: SQLite in a temporary folder; a PostgreSQL database is
-            emptied first, so it asks for --empty-database)
+            emptied first, so it asks for --empty-database); the database's size per
+            document (SUMMARIZE_KEEP_TEXTS=1 to keep texts)
+  startup   `summarize --help` in a fresh process: what every producer command pays first
+  readers   the dashboards, `summarize status`/`batches` and each Grafana panel's query,
+            median milliseconds over 5,000,000 rows of `results` (--readers-rows), made by
+            submitting 100,000 generated documents, draining them with the instant engine,
+            and submitting them again under other batch names (deduplicated at submit)
 
 It prints documents and output tokens per second for each mode, then one line of ratios:
 `pipeline/raw=… raw/hf=… pipeline/hf=…`. Settings (SUMMARIZE_PROFILE, SUMMARIZE_MODEL, …)
@@ -352,6 +358,7 @@ def run_ceiling(args) -> dict:
                 row = conn.execute(
                     sa.select(batch_stats).where(batch_stats.c.batch == "ceiling")
                 ).one()
+            stored = _database_bytes(db)
             db.dispose()
             if row.succeeded != count:
                 raise SystemExit(f"ceiling: {row.succeeded} of {count} documents succeeded")
@@ -360,6 +367,8 @@ def run_ceiling(args) -> dict:
                 "redis_bytes_per_doc": queued_bytes / count,
                 "worker_docs_per_s": row.documents_per_s,
                 "worker_peak_rss_mb": usage.ru_maxrss / 1024,
+                "database_bytes_per_doc": stored / count,
+                "texts_kept": settings.keep_texts,
             }
         finally:
             if settings.embedded_broker:
@@ -369,6 +378,149 @@ def run_ceiling(args) -> dict:
     return {"mode": "ceiling", "docs": large, "small_docs": small, "database":
             settings.database_url.split(":")[0], **figures[large],
             "small_worker_peak_rss_mb": figures[small]["worker_peak_rss_mb"]}  # fmt: skip
+
+
+# -- startup: what a producer command costs before it does anything ----------------------------
+
+
+def run_startup(args) -> dict:
+    """Median wall time of `summarize --help` in a fresh process (the producer side imports
+    neither vLLM, torch nor Celery's worker: tests/test_cli.py holds that)."""
+    took = []
+    for _ in range(7):
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "jobs.cli", "--help"], check=True, capture_output=True
+        )
+        took.append(time.perf_counter() - started)
+    return {"mode": "startup", "median_s": sorted(took)[3]}
+
+
+# -- readers: the dashboards, status and Grafana over many rows ---------------------------------
+
+
+def run_readers(args) -> dict:
+    """Fill `results` through the product's paths, then time every reader against it.
+
+    A corpus of --readers-base documents is submitted and drained by the instant engine,
+    then submitted again under other batch names (deduplication answers those rows at
+    submit) until `results` holds --readers-rows rows. --readers-dir keeps the data for
+    another run.
+    """
+    from jobs import broker, database
+    from jobs.settings import Settings
+
+    work = Path(args.readers_dir or tempfile.mkdtemp(prefix="summarize-readers-"))
+    env = os.environ | {"SUMMARIZE_DATA_DIR": str(work / "data"), "SUMMARIZE_MODEL": "echo",
+                        "SUMMARIZE_QUEUE": "readers"}  # fmt: skip
+    settings = Settings.from_env(env)
+    summarize = [sys.executable, "-m", "jobs.cli"]
+    try:
+        if not (work / "files").exists():
+            if settings.database_url.startswith("postgresql"):
+                if not args.empty_database:
+                    raise SystemExit("readers empties the PostgreSQL database it is given: "
+                                     "add --empty-database if that is what you want")  # fmt: skip
+                _empty_postgres(settings.database_url)
+            make_files(work / "files", args.readers_base, words=40)
+        db = database.ready(settings)
+        with broker.session(settings):
+            night = _rows(db) // args.readers_base
+            while _rows(db) < args.readers_rows:
+                started = time.perf_counter()
+                subprocess.run([*summarize, "submit", str(work / "files"), "--batch",
+                                f"night-{night:03d}"], env=env, check=True, capture_output=True)  # fmt: skip
+                if night == 0:
+                    subprocess.run([*summarize, "worker", "--burst"], env=env, check=True,
+                                   capture_output=True)  # fmt: skip
+                print(f"  readers: {_rows(db):,} rows ({time.perf_counter() - started:.0f} s)",
+                      flush=True)  # fmt: skip
+                night += 1
+        timings = {name: _median_ms(read) for name, read in _readers(db).items()}
+        rows = _rows(db)
+        db.dispose()
+    finally:
+        if settings.embedded_broker:
+            broker.EmbeddedRedis(settings).stop()
+        if not args.readers_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return {"mode": "readers", "rows": rows, "database": settings.database_url.split(":")[0],
+            "ms": timings}  # fmt: skip
+
+
+def _rows(db) -> int:
+    import sqlalchemy as sa
+
+    with db.connect() as conn:
+        return conn.execute(
+            sa.text("SELECT coalesce(sum(documents), 0) FROM batch_rollups")
+        ).scalar()
+
+
+def _median_ms(read, times: int = 7) -> float:
+    read()  # warm: the first read pays for the connection and the page cache
+    took = []
+    for _ in range(times):
+        started = time.perf_counter()
+        read()
+        took.append((time.perf_counter() - started) * 1000)
+    return sorted(took)[times // 2]
+
+
+def _readers(db) -> dict:
+    """Each reader a user meets: the dashboard's endpoints, status, batches, Grafana's panels."""
+    import re
+
+    import sqlalchemy as sa
+    from starlette.testclient import TestClient
+
+    from jobs import status
+    from jobs.dashboard.app import create_app
+
+    client = TestClient(create_app(db))
+
+    def get(path):
+        return lambda: client.get(path).raise_for_status()
+
+    readers = {
+        "/api/overview": get("/api/overview"),
+        "/api/batches/night-000 (generated)": get("/api/batches/night-000"),
+        "/api/batches/night-001 (deduplicated)": get("/api/batches/night-001"),
+        "summarize status": lambda: status.batch_status(db, status.latest_batches(db, 5)),
+        "summarize batches": lambda: status.batch_status(db, status.latest_batches(db, 20)),
+    }
+    since = "'2000-01-01'"
+    grafana = json.loads((ROOT / "deploy/grafana/dashboards/summarize.json").read_text())
+    for panel in grafana["panels"]:
+        for target in panel.get("targets", []):
+            sql = re.sub(r"\$__timeFilter\((\w+)\)", rf"\1 >= {since}", target["rawSql"])
+
+            def query(sql=sql):
+                with db.connect() as conn:
+                    conn.execute(sa.text(sql)).all()
+
+            readers[f"grafana: {panel['title']}"] = query
+    return readers
+
+
+def _database_bytes(db) -> int:
+    """Bytes the tables and indexes take once compacted (what a long-lived database settles at:
+    space freed by dropped texts is reused by the next nights' rows)."""
+    import sqlalchemy as sa
+
+    with db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("VACUUM FULL"))
+            return conn.execute(
+                sa.text("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = 'public' AND c.relkind = 'r'")
+            ).scalar_one()  # fmt: skip
+        compacted = Path(tempfile.mkdtemp()) / "compacted.db"
+        conn.exec_driver_sql(f"VACUUM INTO '{compacted}'")
+        size = compacted.stat().st_size
+        shutil.rmtree(compacted.parent)
+        return size
 
 
 def _empty_postgres(url: str) -> None:
@@ -401,6 +553,11 @@ def main() -> None:
                         help="ceiling: drop everything in SUMMARIZE_DATABASE_URL first")  # fmt: skip
     parser.add_argument("--embedded-submit", action="store_true",
                         help="submit mode: use the embedded Redis even if SUMMARIZE_BROKER_URL is set")  # fmt: skip
+    parser.add_argument("--readers-rows", type=int, default=5_000_000)
+    parser.add_argument("--readers-base", type=int, default=100_000,
+                        help="readers: distinct documents; the rest of the rows repeat them")  # fmt: skip
+    parser.add_argument("--readers-dir", type=Path, default=None,
+                        help="readers: keep the data here (and reuse it on the next run)")  # fmt: skip
     parser.add_argument("--_child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.max_tokens is None:
@@ -427,6 +584,10 @@ def main() -> None:
             measured[mode] = run_submit(args)
         elif mode == "ceiling":
             measured[mode] = run_ceiling(args)
+        elif mode == "startup":
+            measured[mode] = run_startup(args)
+        elif mode == "readers":
+            measured[mode] = run_readers(args)
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         report(measured[mode])
@@ -439,13 +600,23 @@ def main() -> None:
 
 
 def report(result: dict) -> None:
+    if result["mode"] == "startup":
+        print(f"startup   summarize --help in {result['median_s'] * 1000:.0f} ms (median of 7)")
+        return
+    if result["mode"] == "readers":
+        print(f"readers   {result['rows']:>9,} rows ({result['database']}), median of 7:")
+        for name, ms in result["ms"].items():
+            print(f"  {ms:>8.1f} ms  {name}", flush=True)
+        return
     if result["mode"] == "ceiling":
         print(f"ceiling   {result['docs']:>7,} docs  ({result['database']}, echo engine)  "
               f"worker {result['worker_docs_per_s']:>8,.0f} docs/s  submit "
               f"{result['submit_docs_per_s']:>7,.0f} docs/s  Redis "
               f"{result['redis_bytes_per_doc']:.0f} bytes/doc queued  worker peak RSS "
               f"{result['worker_peak_rss_mb']:.0f} MB ({result['small_docs']:,} docs: "
-              f"{result['small_worker_peak_rss_mb']:.0f} MB)", flush=True)  # fmt: skip
+              f"{result['small_worker_peak_rss_mb']:.0f} MB)  database "
+              f"{result['database_bytes_per_doc']:,.0f} bytes/doc (texts "
+              f"{'kept' if result['texts_kept'] else 'dropped'})", flush=True)  # fmt: skip
         return
     if result["mode"] == "submit":
         print(f"submit    {result['files']:>7,} files  {result['docs_per_s']:>8,.0f} docs/s  "

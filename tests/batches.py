@@ -10,17 +10,31 @@ from __future__ import annotations
 
 import time
 
+import redis
 import sqlalchemy as sa
 
 from jobs.models import results
+from jobs.submit import submit as submit_files
 from jobs.views import as_utc
+from tests.conftest import write
 from tests.fakes import FakeEngine
-from tests.test_drain import submitted
 from worker.drain import Drain
 from worker.recorder import Recorder
 
 WAIT_S = 10
 STEP_S = 0.01  # the stand-in engine takes this long per step: documents finish apart
+
+
+def submitted(settings, db, tmp_path, texts: dict[str, str], batch="b") -> dict[str, str]:
+    """Submit documents for real; returns {file name: result key}."""
+    folder = tmp_path / "corpus"
+    for name, text in texts.items():
+        write(folder, name, text)
+    client = redis.Redis.from_url(settings.broker_url)
+    submit_files(settings, db, client, [str(folder)], batch)
+    with db.connect() as conn:
+        rows = conn.execute(sa.select(results.c.source_path, results.c.result_key)).all()
+    return {path.rsplit("/", 1)[-1]: key for path, key in rows}
 
 
 class SlowRefusingEngine(FakeEngine):
@@ -48,7 +62,8 @@ def summarize_queued(settings, db, batch: str) -> None:
         ).scalars()
         keys = list(keys)
     fatal = []
-    drain = Drain(SlowRefusingEngine(), Recorder(db, retry_s=1), settings, on_fatal=fatal.append)
+    recorder = Recorder(db, retry_s=1, keep_texts=settings.keep_texts)
+    drain = Drain(SlowRefusingEngine(), recorder, settings, on_fatal=fatal.append)
     drain.start()
     try:
         pending = keys

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
+import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -12,11 +16,29 @@ import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from jobs import database
+from jobs.broker import answers, redis_server_binary
 from jobs.cli import main
 from jobs.settings import Settings
 
+REQUIRE_SERVICES = os.environ.get("SUMMARIZE_TEST_REQUIRE_SERVICES") == "1"  # set by .ci/run
+POSTGRES_URL = os.environ.get(
+    "SUMMARIZE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+LOCAL_REDIS_URL = "redis://127.0.0.1:6379/15"
+SLOW = ("engine", "browser", "compose", "services")  # each of these markers also means `slow`
 
-def _lee() -> Path:
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        params = getattr(item, "callspec", None)
+        if params and params.params.get("database_url") == "postgresql":
+            item.add_marker(pytest.mark.services)
+        if any(item.get_closest_marker(name) for name in SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
+@functools.cache
+def lee() -> Path:
     """The 300 news articles beside the checkout (../shared), or where SUMMARIZE_TEST_CORPUS says."""
     candidates = [
         os.environ.get("SUMMARIZE_TEST_CORPUS"),
@@ -26,25 +48,58 @@ def _lee() -> Path:
     for candidate in filter(None, candidates):
         if len(list(Path(candidate).glob("*.txt"))) >= 300:
             return Path(candidate)
-    raise RuntimeError(
+    pytest.fail(
         "The lee-background corpus is not beside the checkout (../shared/corpus/lee-background): "
         "set SUMMARIZE_TEST_CORPUS to its folder."
     )
 
 
-LEE = _lee()
-REDIS_URL = os.environ.get("SUMMARIZE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-POSTGRES_URL = os.environ.get(
-    "SUMMARIZE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
+def missing_service(what: str, fix: str) -> None:
+    """A server the test needs is not there: a failure in CI, a skip on a contributor's machine."""
+    message = f"{what} is not reachable: {fix}"
+    if REQUIRE_SERVICES:
+        pytest.fail(message + " (SUMMARIZE_TEST_REQUIRE_SERVICES=1: a missing service fails)")
+    pytest.skip(message)
+
+
+def _answers(url: str) -> bool:
+    return answers(redis.Redis.from_url(url, socket_connect_timeout=1))
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory) -> str:
+    """SUMMARIZE_TEST_REDIS_URL; else the Redis on 127.0.0.1:6379 (database 15); else, outside CI,
+    a redis-server of the tests' own (the binary the embedded broker uses)."""
+    configured = os.environ.get("SUMMARIZE_TEST_REDIS_URL")
+    if configured or _answers(LOCAL_REDIS_URL) or REQUIRE_SERVICES:
+        yield configured or LOCAL_REDIS_URL
+        return
+
+    folder = tmp_path_factory.mktemp("redis")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(folder)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"redis://127.0.0.1:{port}/15"
+    for _ in range(100):
+        if _answers(url):
+            break
+        time.sleep(0.05)
+    yield url
+    server.terminate()
+    server.wait(10)
 
 
 @pytest.fixture
-def redis_url() -> str:
-    """The real Redis of this machine, database 15, emptied for each test."""
-    client = redis.Redis.from_url(REDIS_URL)
+def redis_url(redis_server) -> str:
+    """A real Redis (see `redis_server`), database 15, emptied for each test."""
+    client = redis.Redis.from_url(redis_server)
     client.flushdb()
-    yield REDIS_URL
+    yield redis_server
     client.flushdb()
     client.close()
 
@@ -62,11 +117,28 @@ def _reset_postgres() -> None:
     engine.dispose()
 
 
+def _postgres_answers() -> bool:
+    engine = sa.create_engine(
+        POSTGRES_URL, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 2}
+    )
+    try:
+        with engine.connect():
+            return True
+    except sa.exc.OperationalError:
+        return False
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request, tmp_path) -> str:
     """Each test that takes this runs twice: on a SQLite file and on the real PostgreSQL."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'data' / 'summarize.db'}"
+    if not _postgres_answers():
+        missing_service(
+            f"PostgreSQL at {POSTGRES_URL}", "start it, or set SUMMARIZE_TEST_POSTGRES_URL"
+        )
     _reset_postgres()
     return POSTGRES_URL
 
@@ -98,7 +170,7 @@ def db(settings) -> sa.Engine:
 @pytest.fixture
 def week(settings, db, tmp_path) -> sa.Engine:
     """Monday's and tuesday's batches, made for real by tests/batches.py; yields the database."""
-    from tests.batches import make_week  # it imports this module (through tests.test_drain)
+    from tests.batches import make_week  # it imports this module
 
     make_week(settings, db, tmp_path)
     return db

@@ -15,7 +15,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from jobs.models import results
-from tests.conftest import LEE, POSTGRES_URL
+from tests.conftest import POSTGRES_URL, lee
 
 SUMMARIZE = [sys.executable, "-m", "jobs.cli"]
 DEFAULT_TEST_MODEL = Path.home() / ".cache" / "summarize-tests" / "models" / "SmolLM2-135M-Instruct"
@@ -43,7 +43,7 @@ def cli(env: dict[str, str], *args: str, timeout_s: float = 300) -> subprocess.C
 def copy_lee(folder: Path, start: int, count: int) -> Path:
     """Articles start … start+count-1 of the lee-background corpus, copied into folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    for article in sorted(LEE.glob("*.txt"))[start : start + count]:
+    for article in sorted(lee().glob("*.txt"))[start : start + count]:
         shutil.copy(article, folder / article.name)
     return folder
 

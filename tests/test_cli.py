@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 
 import click
 import pytest
@@ -43,9 +42,8 @@ def test_a_bad_setting_is_an_error_line_not_a_traceback(tmp_path):
     )
 
 
-def test_the_producer_side_starts_quickly_without_vllm_or_torch():
+def test_the_producer_side_imports_neither_vllm_nor_torch_nor_celery():
+    """What keeps `submit` and `status` quick to start (bench.py --modes startup times it)."""
     code = "import sys, jobs.cli, jobs.submit, jobs.status; print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'torch', 'celery')))"
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
-    assert time.monotonic() - started < 3  # generous for a loaded CI machine; typically 0.2 s

@@ -18,6 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+pytestmark = pytest.mark.compose
 ENV_EXAMPLE = ROOT / ".env.example"
 DOCS = ROOT / "docs" / "deploy.md"
 README = ROOT / "README.md"

@@ -240,6 +240,7 @@ def sorted_stats(db) -> list[sa.Row]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.browser
 def test_the_page_shows_the_batches_charts_and_a_batchs_documents_in_chromium(
     server, settings, week, tmp_path
 ):

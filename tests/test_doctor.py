@@ -9,8 +9,12 @@ from jobs import database
 from tests.services import RedisServer
 from tests.stack import cli, model_dir
 
-# Each run imports vLLM in a child (seconds): the checks are the same on either database.
-pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+# Each run imports vLLM in a child (seconds) and looks at the real model: the checks are the
+# same on either database.
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.parametrize("database_url", ["sqlite"], indirect=True),
+]
 
 
 def doctor(env: dict[str, str], **extra) -> tuple[int, dict[str, str]]:

@@ -6,12 +6,10 @@ import threading
 import time
 
 import pytest
-import redis
 import sqlalchemy as sa
 
 from jobs.models import results
-from jobs.submit import submit
-from tests.conftest import write
+from tests.batches import submitted
 from tests.fakes import FakeEngine
 from worker.drain import Drain, retry_delay_s
 from worker.recorder import Recorder
@@ -29,18 +27,6 @@ class CountingRecorder(Recorder):
     def record(self, outcomes):
         super().record(outcomes)
         self.transactions.append(len(outcomes))
-
-
-def submitted(settings, db, tmp_path, texts: dict[str, str], batch="b") -> dict[str, str]:
-    """Submit documents for real; returns {file name: result key}."""
-    folder = tmp_path / "corpus"
-    for name, text in texts.items():
-        write(folder, name, text)
-    client = redis.Redis.from_url(settings.broker_url)
-    submit(settings, db, client, [str(folder)], batch)
-    with db.connect() as conn:
-        rows = conn.execute(sa.select(results.c.source_path, results.c.result_key)).all()
-    return {path.rsplit("/", 1)[-1]: key for path, key in rows}
 
 
 def rows(db) -> dict[str, sa.Row]:

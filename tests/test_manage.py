@@ -127,6 +127,7 @@ def test_cancel_marks_queued_documents_and_the_worker_skips_them(env, settings, 
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.slow
 def test_results_of_a_million_rows_stream_in_constant_memory(env, db, tmp_path):
     def export_peak_rss_mb(rows: int) -> float:
         # Rows are made by SQL alone: a test process holding a million rows would lend its

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from jobs.broker import EmbeddedRedis
 from jobs.models import results
 from jobs.settings import Settings
-from tests.conftest import LEE, POSTGRES_URL, _reset_postgres
+from tests.conftest import POSTGRES_URL, _reset_postgres, lee
 from tests.stack import Worker, cli, copy_lee
 
 pytestmark = pytest.mark.engine
@@ -48,7 +48,7 @@ def test_submitted_documents_are_summarized_by_a_real_worker_into_postgresql(
     _reset_postgres()
     corpus = copy_lee(tmp_path / "corpus", 0, 12)
     # A report several times longer than the context: it must be summarized in parts.
-    long_text = "\n\n".join(a.read_text() for a in sorted(LEE.glob("*.txt"))[20:40])
+    long_text = "\n\n".join(a.read_text() for a in sorted(lee().glob("*.txt"))[20:40])
     (corpus / "long-report.txt").write_text(long_text)
     env = {
         "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),

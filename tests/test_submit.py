@@ -210,6 +210,7 @@ def test_wait_exits_4_when_the_timeout_passes_first(env, db, tmp_path):
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.slow
 def test_a_folder_of_100000_files_is_submitted_whole(env, db, tmp_path):
     folder = tmp_path / "many"
     for i in range(100_000):

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from jobs.database import retrying
 from jobs.models import batches, documents, is_pending, results, utcnow
+from jobs.retention import drop_texts
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +46,16 @@ class Outcome:
     retry_in_s: float | None = None  # with status "queued": when to try again
 
 
+TEXT_GONE = (
+    "the document's text is no longer stored (it was dropped after an earlier summary): "
+    "submit the file again under a new batch name"
+)
+
+
 class Recorder:
-    def __init__(self, engine: sa.Engine, retry_s: float = 300.0):
+    def __init__(self, engine: sa.Engine, retry_s: float = 300.0, *, keep_texts: bool = False):
         self.db = engine
+        self.keep_texts = keep_texts
         self._retry = retrying(retry_s)
 
     def attempts(self, keys: list[str]) -> dict[str, int]:
@@ -126,6 +134,14 @@ class Recorder:
                     sa.select(batches).where(batches.c.name.in_({r.batch for r in rows}))
                 )
             }
+            gone = [r.result_key for r in rows if bodies.get(r.content_hash) is None]
+            if gone:  # only hand-written SQL gets here: a pending row keeps its text
+                conn.execute(
+                    results.update()
+                    .where(results.c.result_key.in_(gone), results.c.status == "running")
+                    .values(status="failed", error=TEXT_GONE, finished_at=now)
+                )
+                rows = [r for r in rows if r.result_key not in gone]
         return {
             r.result_key: Claim(
                 key=r.result_key,
@@ -179,6 +195,12 @@ class Recorder:
                     )
                     .values(status="queued", error=sa.bindparam("v_error")),
                     [{"k": o.key, "v_error": o.error} for o in again],
+                )
+            if finals and not self.keep_texts:
+                written = [o.key for o in finals]
+                drop_texts(
+                    conn,
+                    sa.select(results.c.content_hash).where(results.c.result_key.in_(written)),
                 )
 
 

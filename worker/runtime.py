@@ -20,7 +20,9 @@ def build(settings: Settings) -> Drain:
     from worker.recorder import Recorder
 
     engine = build_engine(settings)
-    drain = Drain(engine, Recorder(database.ready(settings)), settings)
+    drain = Drain(
+        engine, Recorder(database.ready(settings), keep_texts=settings.keep_texts), settings
+    )
     drain.start()
     return drain
 

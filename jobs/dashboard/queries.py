@@ -16,7 +16,15 @@ from jobs import database
 from jobs.errors import SummarizeError
 from jobs.models import results
 from jobs.settings import Settings
-from jobs.views import VIEWS, as_utc, batch_stats, daily_stats, failures
+from jobs.views import (
+    GENERATED,
+    VIEWS,
+    as_utc,
+    batch_stats,
+    daily_stats,
+    document_seconds,
+    failures,
+)
 
 LATEST_BATCHES = 12  # batches on the front page
 DAYS = 30  # days of the tokens-per-day chart
@@ -85,30 +93,9 @@ def overview(engine: sa.Engine, latest: int = LATEST_BATCHES, days: int = DAYS) 
     }
 
 
-def _seconds(engine: sa.Engine) -> sa.ColumnElement:
-    """finished_at - started_at in seconds, to the microsecond, as the views compute it."""
-    later, earlier = results.c.finished_at, results.c.started_at
-    if engine.dialect.name == "postgresql":
-        return sa.extract("epoch", later - earlier)
-
-    def whole(column):  # SQLite stores 'YYYY-MM-DD HH:MM:SS.ffffff'
-        return sa.cast(sa.func.strftime("%s", column), sa.Integer)
-
-    def fraction(column):
-        return sa.cast(sa.func.substr(column, 20, 7), sa.Float)
-
-    return (whole(later) - whole(earlier)) + (fraction(later) - fraction(earlier))
-
-
 def batch_detail(engine: sa.Engine, name: str) -> dict | None:
     """One batch: its figures, its slowest documents with their summaries, its failures."""
-    generated = sa.and_(
-        results.c.batch == name,
-        results.c.status == "succeeded",
-        sa.not_(results.c.deduplicated),
-        results.c.started_at.is_not(None),
-        results.c.finished_at.is_not(None),
-    )
+    seconds = sa.literal_column(document_seconds(engine.dialect.name))
     with engine.connect() as conn:
         stats = conn.execute(sa.select(batch_stats).where(batch_stats.c.batch == name)).first()
         if stats is None:
@@ -124,8 +111,8 @@ def batch_detail(engine: sa.Engine, name: str) -> dict | None:
                 results.c.finish_reason,
                 results.c.summary,
             )
-            .where(generated)
-            .order_by(_seconds(engine).desc(), results.c.id)
+            .where(results.c.batch == name, sa.text(GENERATED))
+            .order_by(seconds.desc(), results.c.id)
             .limit(SLOWEST)
         ).all()
         failed = conn.execute(
@@ -136,8 +123,8 @@ def batch_detail(engine: sa.Engine, name: str) -> dict | None:
         ).all()
     documents = []
     for row in slowest:
-        seconds = (row.finished_at - row.started_at).total_seconds()
-        documents.append(_plain(row) | {"seconds": seconds})
+        took = (row.finished_at - row.started_at).total_seconds()
+        documents.append(_plain(row) | {"seconds": took})
     return {
         "batch": _plain(stats),
         "slowest": documents,
