@@ -110,6 +110,43 @@ def test_documents_arriving_while_the_engine_runs_join_the_running_batch(
     assert engine.steps == 12
 
 
+class HeldRecorder(CountingRecorder):
+    """The real recorder, whose writes wait until the test lets them through."""
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        self.writing = threading.Event()
+        self.let_through = threading.Event()
+
+    def record(self, outcomes):
+        self.writing.set()
+        assert self.let_through.wait(WAIT_S)
+        super().record(outcomes)
+
+
+def test_the_engine_steps_on_while_a_wave_is_written_and_nothing_is_released_before_it_is(
+    settings, db, tmp_path
+):
+    keys = list(
+        submitted(settings, db, tmp_path, {f"{i}.txt": f"t {i}" for i in range(8)}).values()
+    )
+    recorder = HeldRecorder(db)
+    engine = FakeEngine()
+    drain = Drain(engine, recorder, settings, on_fatal=lambda d: None)
+    drain.start()
+    try:
+        first = [drain.summarize(key) for key in keys[:4]]
+        assert recorder.writing.wait(WAIT_S)  # the first wave's write has begun, and hangs
+        later = [drain.summarize(key) for key in keys[4:]]
+        wait_until(lambda: drain.admitted == 8 and engine.unfinished() == 0)  # stepped meanwhile
+        assert not any(f.done() for f in first + later)  # no chunk is acknowledged unwritten
+        recorder.let_through.set()
+        assert {f.result(WAIT_S).status for f in first + later} == {"succeeded"}
+    finally:
+        drain.stop(timeout=5)
+    assert sum(recorder.transactions) == 8
+
+
 def wait_until(condition, timeout_s: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():

@@ -4,10 +4,12 @@ Celery hands each chunk message to a thread of the worker's pool; that thread
 calls `Drain.summarize_all(keys)` and waits for every document of the chunk. The
 drain thread gathers every waiting document, claims them in one transaction,
 adds their requests to the running engine, and steps it. Finished documents are
-written together, in one transaction, at most every `flush_interval_s`; each
-document's future resolves then, and once all of a chunk's have, Celery
-acknowledges its message. The engine is never left to
-drain while messages wait: new requests join the running batch between steps.
+written together, in one transaction, at most every `flush_interval_s`, by the
+writes thread (worker/writes.py) while the engine steps on; each document's
+future resolves once its wave is committed, and once all of a chunk's have,
+Celery acknowledges its message. The engine is never left to drain while
+messages wait, nor while rows are written: new requests join the running batch
+between steps.
 
 A document that was taken on before and never finished is a suspect: the worker
 may have died because of it. Suspects run apart from everyone else, in small
@@ -33,6 +35,7 @@ from worker import faults
 from worker.engine import Engine, Finished
 from worker.parts import DocumentTooLong, Request, Work
 from worker.recorder import Claim, Outcome, Recorder
+from worker.writes import Writes, Written
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,8 @@ class Drain:
         self.max_attempts = settings.max_attempts
         self.flush_interval_s = settings.flush_interval_s
         self.on_fatal = on_fatal or _exit_process
-        self._intake: queue.SimpleQueue[list[Ticket]] = queue.SimpleQueue()
+        self._intake: queue.SimpleQueue[list[Ticket] | Written] = queue.SimpleQueue()
+        self._writes = Writes(recorder, self._intake.put)
         self._tickets: dict[str, list[Ticket]] = {}  # by key: everyone waiting on a document
         self._waiting: dict[str, None] = {}  # keys not yet claimed, in arrival order
         self._tried: dict[str, int] = {}  # earlier attempts of waiting keys
@@ -104,6 +108,7 @@ class Drain:
         return self._intake.empty() and not self._tickets
 
     def start(self) -> None:
+        self._writes.start()
         self._thread.start()
 
     def begin_shutdown(self, grace_s: float) -> None:
@@ -114,6 +119,7 @@ class Drain:
         """End the loop once nothing is in hand, and shut the engine down."""
         self._stop.set()
         self._thread.join(timeout)
+        self._writes.stop(timeout)
         self.engine.close()
 
     # -- the drain thread -------------------------------------------------------------------
@@ -122,9 +128,9 @@ class Drain:
         try:
             while True:
                 busy = self.engine.unfinished() > 0
-                tickets = self._take(wait_s=0.0 if busy or self._done or self._waiting else 0.2)
-                if tickets:
-                    self._receive(tickets)
+                self._receive(
+                    self._take(wait_s=0.0 if busy or self._done or self._waiting else 0.2)
+                )
                 if self._closing_at is not None:
                     self._hand_back()
                 elif self._waiting:
@@ -132,29 +138,36 @@ class Drain:
                 if self.engine.unfinished():
                     for finished in self.engine.step():
                         self._finish(finished)
-                if self._done and self._flush_due():
-                    self._flush()
+                if self._done and self._writes.pending < 2 and self._flush_due():
+                    self._flush()  # one wave written, one waiting: the next one gathers
                 if self._stop.is_set() and not self._tickets and self._intake.empty():
                     return
         except BaseException as exc:  # the engine or the database is gone: hand everything back
             log.critical("the drain loop failed: %s", exc, exc_info=True)
             self.on_fatal(self)
 
-    def _take(self, wait_s: float) -> list[Ticket]:
-        tickets: list[Ticket] = []
+    def _take(self, wait_s: float) -> list[list[Ticket] | Written]:
+        """What arrived: chunks of tickets, and waves the writes thread committed."""
         try:
-            tickets += self._intake.get(timeout=wait_s) if wait_s else self._intake.get_nowait()
+            items = [self._intake.get(timeout=wait_s) if wait_s else self._intake.get_nowait()]
         except queue.Empty:
-            return tickets
-        if wait_s:  # the engine was idle: let the rest of a burst of messages arrive
-            time.sleep(GATHER_S)
+            return []
+        if wait_s and not isinstance(items[0], Written):
+            time.sleep(GATHER_S)  # the engine was idle: let the rest of a burst of messages arrive
         while True:
             try:
-                tickets += self._intake.get_nowait()
+                items.append(self._intake.get_nowait())
             except queue.Empty:
-                return tickets
+                return items
 
-    def _receive(self, tickets: list[Ticket]) -> None:
+    def _receive(self, items: list[list[Ticket] | Written]) -> None:
+        for item in items:
+            if isinstance(item, Written):
+                self._written(item)
+            else:
+                self._hold(item)
+
+    def _hold(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:
             if ticket.key not in self._tickets:  # a second delivery of a key in hand just waits
                 self._waiting[ticket.key] = None
@@ -178,8 +191,7 @@ class Drain:
             return
         if self.engine.unfinished():
             return  # let the running batch finish first; the suspects run alone after it
-        if self._done:
-            self._flush()  # if a suspect kills us, what others finished is already written
+        self._flush(wait=True)  # if a suspect kills us, what others finished is already written
         last_try = [k for k in suspects if tried[k] + 1 >= self.max_attempts]
         group = last_try[:1] or suspects[:SUSPECT_GROUP]
         log.warning("running %d suspect document(s) apart: a worker stopped while they ran",
@@ -301,11 +313,26 @@ class Drain:
             or time.monotonic() - self._first_done_at >= self.flush_interval_s
         )
 
-    def _flush(self) -> None:
-        done, self._done = self._done, []
-        self.recorder.record(done)
-        self.recorded += len(done)
-        for outcome in done:
+    def _flush(self, wait: bool = False) -> None:
+        """Hand the finished documents to the writes thread; with `wait`, until all are written."""
+        if self._done:
+            done, self._done = self._done, []
+            claims = self._claims
+            texts = [
+                claims[o.key].content_hash
+                for o in done
+                if o.status == "succeeded" and o.key in claims
+            ]
+            self._writes.write(done, texts)
+        while wait and self._writes.pending:
+            self._receive(self._take(wait_s=1.0))
+
+    def _written(self, written: Written) -> None:
+        self._writes.reported(written)
+        if written.error is not None:
+            raise written.error  # the database stayed away: the drain loop fails
+        self.recorded += len(written.outcomes)
+        for outcome in written.outcomes:
             self._claims.pop(outcome.key, None)
             self._resolve(outcome.key, outcome)
 
@@ -328,8 +355,7 @@ class Drain:
         unfinished = {work.key: work for work in self._requests.values()}
         if not unfinished:
             return
-        if self._done:
-            self._flush()
+        self._flush(wait=True)
         for work in unfinished.values():
             self.engine.abort(self._drop(work))
         self.recorder.release(list(unfinished))

@@ -23,6 +23,7 @@ class Claim:
     """A document the worker took on: its text, prompt, and how many times it has been tried."""
 
     key: str
+    content_hash: str
     body: str
     model: str
     instruction: str
@@ -55,8 +56,18 @@ TEXT_GONE = (
 class Recorder:
     def __init__(self, engine: sa.Engine, retry_s: float = 300.0, *, keep_texts: bool = False):
         self.db = engine
-        self.keep_texts = keep_texts
+        self.keep_texts = keep_texts  # SUMMARIZE_KEEP_TEXTS: never `forget` a text
         self._retry = retrying(retry_s)
+
+    def forget(self, hashes: list[str]) -> int:
+        """Drop the texts of these documents that no row needs any more (jobs/retention.py)."""
+        if self.keep_texts or not hashes:
+            return 0
+        return self._retry(self._forget)(hashes)
+
+    def _forget(self, hashes: list[str]) -> int:
+        with self.db.begin() as conn:
+            return drop_texts(conn, hashes)
 
     def attempts(self, keys: list[str]) -> dict[str, int]:
         """How many times each key's pending rows were taken on before (keys with none: absent)."""
@@ -145,6 +156,7 @@ class Recorder:
         return {
             r.result_key: Claim(
                 key=r.result_key,
+                content_hash=r.content_hash,
                 body=bodies[r.content_hash],
                 model=prompts[r.batch].model,
                 instruction=prompts[r.batch].instruction,
@@ -195,12 +207,6 @@ class Recorder:
                     )
                     .values(status="queued", error=sa.bindparam("v_error")),
                     [{"k": o.key, "v_error": o.error} for o in again],
-                )
-            if finals and not self.keep_texts:
-                written = [o.key for o in finals]
-                drop_texts(
-                    conn,
-                    sa.select(results.c.content_hash).where(results.c.result_key.in_(written)),
                 )
 
 

@@ -1,0 +1,94 @@
+"""The worker's writes on a thread of their own: the engine steps on while rows are written.
+
+The drain thread hands over a wave of finished documents and goes back to the
+engine; this thread writes the wave in one transaction (the recorder retries a
+database that went away) and reports back through the drain's intake, where
+the drain resolves each document's ticket, so a chunk is acknowledged only
+once its rows are committed. While one wave is written the next one gathers,
+so the slower the database, the larger each transaction.
+
+Texts of summarized documents are dropped (jobs/retention.py) when no wave
+waits, a step at a time, so dropping them never holds up a wave: with a GPU the
+database has time to spare between waves; when the database is what limits the
+worker, they are dropped once the queue runs dry, or whenever more than
+FORGET_BACKLOG wait (what the worker remembers stays bounded).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from worker.recorder import Outcome, Recorder
+
+log = logging.getLogger(__name__)
+
+FORGET_STEP = 1000  # texts dropped in one transaction
+FORGET_BACKLOG = 50_000  # more waiting than this: drop a step even while waves wait
+
+
+@dataclass(frozen=True)
+class Written:
+    """A wave of outcomes, committed (or the error that stopped it: the worker must exit)."""
+
+    outcomes: list[Outcome]
+    error: BaseException | None = None
+
+
+class Writes:
+    def __init__(self, recorder: Recorder, report: Callable[[Written], None]):
+        self._recorder = recorder
+        self._report = report
+        self._waves: queue.SimpleQueue[tuple[list[Outcome], list[str]] | None] = queue.SimpleQueue()
+        self._texts: list[str] = []  # hashes of summarized documents whose texts may go
+        self._thread = threading.Thread(target=self._run, name="writes", daemon=True)
+        self.pending = 0  # waves handed over and not yet reported back (the drain thread's count)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def write(self, outcomes: list[Outcome], texts: list[str]) -> None:
+        """Write a wave; `report` gets it back once it is committed. `texts`: hashes of the
+        wave's summarized documents, whose texts may be dropped once it is."""
+        self.pending += 1
+        self._waves.put((outcomes, texts))
+
+    def reported(self, written: Written) -> None:
+        """The drain thread took a report back."""
+        self.pending -= 1
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._waves.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._waves.get(block=not self._texts)
+            except queue.Empty:  # nothing to write: drop a step of texts, then look again
+                self._forget()
+                continue
+            if item is None:
+                break
+            wave, texts = item
+            try:
+                self._recorder.record(wave)
+            except BaseException as exc:  # noqa: BLE001 - the drain thread decides what it means
+                self._report(Written(wave, exc))
+                continue
+            self._texts += texts
+            self._report(Written(wave))
+            if len(self._texts) > FORGET_BACKLOG:
+                self._forget()
+        while self._texts:
+            self._forget()
+
+    def _forget(self) -> None:
+        step, self._texts = self._texts[:FORGET_STEP], self._texts[FORGET_STEP:]
+        try:
+            self._recorder.forget(step)
+        except Exception as exc:  # noqa: BLE001 - the texts stay; `summarize purge` removes them
+            log.warning("could not drop %d document texts (they stay): %s", len(step), exc)
