@@ -100,7 +100,7 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
                 started_at=None,
                 finished_at=None,
                 deduplicated=False,
-            )  # fmt: skip
+            )
         ).rowcount
         # Pushed before the commit: if Redis refuses, the rows stay failed. A message that
         # arrives first finds nothing pending; the requeue sweep puts such rows back.

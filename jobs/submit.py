@@ -209,9 +209,13 @@ def _plan(conn, engine, batch, prompt, chunk, report, now):
     rows: list[dict] = []
     # Every row names every column: one executemany statement inserts them all.
     base = dict.fromkeys(_ROW_COLUMNS) | {
-        "batch": batch, "model": prompt.model, "prompt_hash": prompt.hash, "attempts": 0,
-        "created_at": now, "deduplicated": False,
-    }  # fmt: skip
+        "batch": batch,
+        "model": prompt.model,
+        "prompt_hash": prompt.hash,
+        "attempts": 0,
+        "created_at": now,
+        "deduplicated": False,
+    }
     for item in chunk:
         if item.path in existing:
             report.already_in_batch += 1
@@ -219,8 +223,15 @@ def _plan(conn, engine, batch, prompt, chunk, report, now):
         if isinstance(item, Unreadable):
             report.unreadable += 1
             report.note(item.path, item.reason)
-            rows.append(base | {"source_path": item.path, "status": "failed",
-                                "error": item.reason, "finished_at": now})  # fmt: skip
+            rows.append(
+                base
+                | {
+                    "source_path": item.path,
+                    "status": "failed",
+                    "error": item.reason,
+                    "finished_at": now,
+                }
+            )
             continue
         key = result_key(item.content_hash, prompt.model, prompt.hash)
         keyed.append((item, key))
@@ -235,8 +246,16 @@ def _plan(conn, engine, batch, prompt, chunk, report, now):
         texts[item.content_hash] = (item, key not in done)  # one key per text in a batch
         if key in done:
             report.deduplicated += 1
-            rows.append(row | done[key] | {"status": "succeeded", "deduplicated": True,
-                                           "started_at": now, "finished_at": now})  # fmt: skip
+            rows.append(
+                row
+                | done[key]
+                | {
+                    "status": "succeeded",
+                    "deduplicated": True,
+                    "started_at": now,
+                    "finished_at": now,
+                }
+            )
         elif key in in_flight or key in keys_to_queue:
             # Answered by a generation already queued: its tokens are counted on that row.
             report.deduplicated += 1
@@ -248,10 +267,20 @@ def _plan(conn, engine, batch, prompt, chunk, report, now):
 
 
 _ROW_COLUMNS = (
-    "source_path", "content_hash", "result_key", "status", "summary", "prompt_tokens",
-    "completion_tokens", "cached_tokens", "parts", "finish_reason", "error", "started_at",
+    "source_path",
+    "content_hash",
+    "result_key",
+    "status",
+    "summary",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "parts",
+    "finish_reason",
+    "error",
+    "started_at",
     "finished_at",
-)  # fmt: skip
+)
 _COPIED = (
     "summary",
     "prompt_tokens",

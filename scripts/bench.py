@@ -145,14 +145,32 @@ def run_pipeline(args) -> dict:
         (corpus / f"{i:06d}.txt").write_text(text, encoding="utf-8")
     summarize = [sys.executable, "-m", "jobs.cli"]
     log = open(work / "worker.log", "wb")  # noqa: SIM115
-    worker = subprocess.Popen([*summarize, "worker"], env=env, stdout=log, stderr=log,
-                              start_new_session=True)  # fmt: skip
+    worker = subprocess.Popen(
+        [*summarize, "worker"], env=env, stdout=log, stderr=log, start_new_session=True
+    )
     try:
-        subprocess.run([*summarize, "submit", str(SAMPLES), "--batch", "warm-up", "--wait",
-                        "--timeout", "900"], env=env, check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                *summarize,
+                "submit",
+                str(SAMPLES),
+                "--batch",
+                "warm-up",
+                "--wait",
+                "--timeout",
+                "900",
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         started = time.time()
-        done = subprocess.run([*summarize, "submit", str(corpus), "--batch", "bench", "--wait",
-                               "--timeout", "7200"], env=env, capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [*summarize, "submit", str(corpus), "--batch", "bench", "--wait", "--timeout", "7200"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:  # --wait exits non-zero unless every document succeeded
             raise SystemExit(f"the bench batch did not all succeed:\n{done.stderr[-3000:]}")
         db = database.connect(Settings.from_env(env))
@@ -209,8 +227,12 @@ def run_hf(args) -> dict:
             chunk = prompts[start : start + batch]
             padded = tokenizer.pad({"input_ids": chunk}, return_tensors="pt")
             with torch.inference_mode():
-                out = model.generate(**padded, max_new_tokens=args.max_tokens, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+                out = model.generate(
+                    **padded,
+                    max_new_tokens=args.max_tokens,
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
             for row in out[:, padded["input_ids"].shape[1] :]:
                 tokens = row.tolist()
                 eos = [i for i, t in enumerate(tokens) if t == tokenizer.eos_token_id]
@@ -239,8 +261,13 @@ def run_hf(args) -> dict:
     started = time.perf_counter()
     tokens = generate(model, prompts, batch)
     seconds = time.perf_counter() - started
-    return {"mode": "hf", "docs": len(prompts), "seconds": seconds, "output_tokens": tokens,
-            "note": f"batch {batch}, {str(dtype).replace('torch.', '')}"}  # fmt: skip
+    return {
+        "mode": "hf",
+        "docs": len(prompts),
+        "seconds": seconds,
+        "output_tokens": tokens,
+        "note": f"batch {batch}, {str(dtype).replace('torch.', '')}",
+    }
 
 
 # -- submit: the producer alone --------------------------------------------------------------
@@ -253,17 +280,34 @@ def run_submit(args) -> dict:
         try:
             folder = work / "files"
             make_files(folder, count)
-            env = os.environ | {"SUMMARIZE_DATA_DIR": str(work / "data"),
-                                "SUMMARIZE_QUEUE": f"submit-bench-{os.getpid()}"}  # fmt: skip
+            env = os.environ | {
+                "SUMMARIZE_DATA_DIR": str(work / "data"),
+                "SUMMARIZE_QUEUE": f"submit-bench-{os.getpid()}",
+            }
             if args.embedded_submit:
                 env.pop("SUMMARIZE_BROKER_URL", None)
             # Create the schema first, so the measurement is of submitting alone.
-            subprocess.run([sys.executable, "-m", "jobs.cli", "db", "upgrade"], env=env,
-                           check=True, capture_output=True)  # fmt: skip
+            subprocess.run(
+                [sys.executable, "-m", "jobs.cli", "db", "upgrade"],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
             started = time.perf_counter()
-            process = subprocess.Popen([sys.executable, "-m", "jobs.cli", "submit", str(folder),
-                                        "--batch", "submit-bench"], env=env,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "jobs.cli",
+                    "submit",
+                    str(folder),
+                    "--batch",
+                    "submit-bench",
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
             _, status, usage = os.wait4(process.pid, 0)
             seconds = time.perf_counter() - started
             if status != 0:
@@ -277,8 +321,14 @@ def run_submit(args) -> dict:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     (small, (_, small_rss)), (large, (rate, large_rss)) = sorted(figures.items())
-    return {"mode": "submit", "files": large, "docs_per_s": rate, "peak_rss_mb": large_rss,
-            "small_files": small, "small_peak_rss_mb": small_rss}  # fmt: skip
+    return {
+        "mode": "submit",
+        "files": large,
+        "docs_per_s": rate,
+        "peak_rss_mb": large_rss,
+        "small_files": small,
+        "small_peak_rss_mb": small_rss,
+    }
 
 
 def make_files(folder: Path, count: int, words: int = 40) -> None:
@@ -327,28 +377,38 @@ def run_ceiling(args) -> dict:
     figures = {}
     for count in (args.ceiling_docs // 10, args.ceiling_docs):
         work = Path(tempfile.mkdtemp(prefix="summarize-ceiling-"))
-        env = os.environ | {"SUMMARIZE_DATA_DIR": str(work / "data"), "SUMMARIZE_MODEL": "echo",
-                            "SUMMARIZE_QUEUE": f"ceiling-{os.getpid()}-{count}"}  # fmt: skip
+        env = os.environ | {
+            "SUMMARIZE_DATA_DIR": str(work / "data"),
+            "SUMMARIZE_MODEL": "echo",
+            "SUMMARIZE_QUEUE": f"ceiling-{os.getpid()}-{count}",
+        }
         settings = Settings.from_env(env)
         summarize = [sys.executable, "-m", "jobs.cli"]
         try:
             make_files(work / "files", count, words=150)
             if settings.database_url.startswith("postgresql"):
                 if not args.empty_database:
-                    raise SystemExit("ceiling empties the PostgreSQL database it is given: "
-                                     "add --empty-database if that is what you want")  # fmt: skip
+                    raise SystemExit(
+                        "ceiling empties the PostgreSQL database it is given: "
+                        "add --empty-database if that is what you want"
+                    )
                 _empty_postgres(settings.database_url)
             subprocess.run([*summarize, "db", "upgrade"], env=env, check=True, capture_output=True)
             with broker.session(settings) as client:
                 before = client.info("memory")["used_memory"]
                 started = time.perf_counter()
-                subprocess.run([*summarize, "submit", str(work / "files"), "--batch", "ceiling"],
-                               env=env, check=True, capture_output=True)  # fmt: skip
+                subprocess.run(
+                    [*summarize, "submit", str(work / "files"), "--batch", "ceiling"],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
                 submit_s = time.perf_counter() - started
                 queued_bytes = client.info("memory")["used_memory"] - before
                 log = open(work / "worker.log", "wb")  # noqa: SIM115
-                worker = subprocess.Popen([*summarize, "worker", "--burst"], env=env,
-                                          stdout=log, stderr=log)  # fmt: skip
+                worker = subprocess.Popen(
+                    [*summarize, "worker", "--burst"], env=env, stdout=log, stderr=log
+                )
                 _, status, usage = os.wait4(worker.pid, 0)
                 log.close()
                 if status != 0:
@@ -375,9 +435,14 @@ def run_ceiling(args) -> dict:
                 broker.EmbeddedRedis(settings).stop()
             shutil.rmtree(work, ignore_errors=True)
     small, large = sorted(figures)
-    return {"mode": "ceiling", "docs": large, "small_docs": small, "database":
-            settings.database_url.split(":")[0], **figures[large],
-            "small_worker_peak_rss_mb": figures[small]["worker_peak_rss_mb"]}  # fmt: skip
+    return {
+        "mode": "ceiling",
+        "docs": large,
+        "small_docs": small,
+        "database": settings.database_url.split(":")[0],
+        **figures[large],
+        "small_worker_peak_rss_mb": figures[small]["worker_peak_rss_mb"],
+    }
 
 
 # -- startup: what a producer command costs before it does anything ----------------------------
@@ -411,16 +476,21 @@ def run_readers(args) -> dict:
     from jobs.settings import Settings
 
     work = Path(args.readers_dir or tempfile.mkdtemp(prefix="summarize-readers-"))
-    env = os.environ | {"SUMMARIZE_DATA_DIR": str(work / "data"), "SUMMARIZE_MODEL": "echo",
-                        "SUMMARIZE_QUEUE": "readers"}  # fmt: skip
+    env = os.environ | {
+        "SUMMARIZE_DATA_DIR": str(work / "data"),
+        "SUMMARIZE_MODEL": "echo",
+        "SUMMARIZE_QUEUE": "readers",
+    }
     settings = Settings.from_env(env)
     summarize = [sys.executable, "-m", "jobs.cli"]
     try:
         if not (work / "files").exists():
             if settings.database_url.startswith("postgresql"):
                 if not args.empty_database:
-                    raise SystemExit("readers empties the PostgreSQL database it is given: "
-                                     "add --empty-database if that is what you want")  # fmt: skip
+                    raise SystemExit(
+                        "readers empties the PostgreSQL database it is given: "
+                        "add --empty-database if that is what you want"
+                    )
                 _empty_postgres(settings.database_url)
             make_files(work / "files", args.readers_base, words=40)
         db = database.ready(settings)
@@ -428,13 +498,20 @@ def run_readers(args) -> dict:
             night = _rows(db) // args.readers_base
             while _rows(db) < args.readers_rows:
                 started = time.perf_counter()
-                subprocess.run([*summarize, "submit", str(work / "files"), "--batch",
-                                f"night-{night:03d}"], env=env, check=True, capture_output=True)  # fmt: skip
+                subprocess.run(
+                    [*summarize, "submit", str(work / "files"), "--batch", f"night-{night:03d}"],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
                 if night == 0:
-                    subprocess.run([*summarize, "worker", "--burst"], env=env, check=True,
-                                   capture_output=True)  # fmt: skip
-                print(f"  readers: {_rows(db):,} rows ({time.perf_counter() - started:.0f} s)",
-                      flush=True)  # fmt: skip
+                    subprocess.run(
+                        [*summarize, "worker", "--burst"], env=env, check=True, capture_output=True
+                    )
+                print(
+                    f"  readers: {_rows(db):,} rows ({time.perf_counter() - started:.0f} s)",
+                    flush=True,
+                )
                 night += 1
         timings = {name: _median_ms(read) for name, read in _readers(db).items()}
         rows = _rows(db)
@@ -444,8 +521,12 @@ def run_readers(args) -> dict:
             broker.EmbeddedRedis(settings).stop()
         if not args.readers_dir:
             shutil.rmtree(work, ignore_errors=True)
-    return {"mode": "readers", "rows": rows, "database": settings.database_url.split(":")[0],
-            "ms": timings}  # fmt: skip
+    return {
+        "mode": "readers",
+        "rows": rows,
+        "database": settings.database_url.split(":")[0],
+        "ms": timings,
+    }
 
 
 def _rows(db) -> int:
@@ -512,10 +593,12 @@ def _database_bytes(db) -> int:
         if conn.dialect.name == "postgresql":
             conn.execute(sa.text("VACUUM FULL"))
             return conn.execute(
-                sa.text("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
-                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                        "WHERE n.nspname = 'public' AND c.relkind = 'r'")
-            ).scalar_one()  # fmt: skip
+                sa.text(
+                    "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = 'public' AND c.relkind = 'r'"
+                )
+            ).scalar_one()
         compacted = Path(tempfile.mkdtemp()) / "compacted.db"
         conn.exec_driver_sql(f"VACUUM INTO '{compacted}'")
         size = compacted.stat().st_size
@@ -541,23 +624,43 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--modes", default="raw,pipeline,hf,submit")
     parser.add_argument("--docs", type=int, default=None, help="use only the first N documents")
-    parser.add_argument("--hf-docs", type=int, default=None,
-                        help="hf only: the first N documents (hf is slow); rates stay comparable")  # fmt: skip
-    parser.add_argument("--max-tokens", type=int, default=None,
-                        help="summary length (default: the profile's)")  # fmt: skip
-    parser.add_argument("--hf-batch-sizes", type=lambda s: [int(x) for x in s.split(",")],
-                        default=[8, 16, 32])  # fmt: skip
+    parser.add_argument(
+        "--hf-docs",
+        type=int,
+        default=None,
+        help="hf only: the first N documents (hf is slow); rates stay comparable",
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="summary length (default: the profile's)"
+    )
+    parser.add_argument(
+        "--hf-batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8, 16, 32]
+    )
     parser.add_argument("--submit-files", type=int, default=100_000)
     parser.add_argument("--ceiling-docs", type=int, default=100_000)
-    parser.add_argument("--empty-database", action="store_true",
-                        help="ceiling: drop everything in SUMMARIZE_DATABASE_URL first")  # fmt: skip
-    parser.add_argument("--embedded-submit", action="store_true",
-                        help="submit mode: use the embedded Redis even if SUMMARIZE_BROKER_URL is set")  # fmt: skip
+    parser.add_argument(
+        "--empty-database",
+        action="store_true",
+        help="ceiling: drop everything in SUMMARIZE_DATABASE_URL first",
+    )
+    parser.add_argument(
+        "--embedded-submit",
+        action="store_true",
+        help="submit mode: use the embedded Redis even if SUMMARIZE_BROKER_URL is set",
+    )
     parser.add_argument("--readers-rows", type=int, default=5_000_000)
-    parser.add_argument("--readers-base", type=int, default=100_000,
-                        help="readers: distinct documents; the rest of the rows repeat them")  # fmt: skip
-    parser.add_argument("--readers-dir", type=Path, default=None,
-                        help="readers: keep the data here (and reuse it on the next run)")  # fmt: skip
+    parser.add_argument(
+        "--readers-base",
+        type=int,
+        default=100_000,
+        help="readers: distinct documents; the rest of the rows repeat them",
+    )
+    parser.add_argument(
+        "--readers-dir",
+        type=Path,
+        default=None,
+        help="readers: keep the data here (and reuse it on the next run)",
+    )
     parser.add_argument("--_child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.max_tokens is None:
@@ -571,9 +674,11 @@ def main() -> None:
         return
 
     modes = args.modes.split(",")
-    print(f"corpus {args.corpus} ({len(documents(args.corpus, args.docs))} documents), "
-          f"max_tokens {args.max_tokens}, profile {os.environ.get('SUMMARIZE_PROFILE', 'throughput')}",
-          flush=True)  # fmt: skip
+    print(
+        f"corpus {args.corpus} ({len(documents(args.corpus, args.docs))} documents), "
+        f"max_tokens {args.max_tokens}, profile {os.environ.get('SUMMARIZE_PROFILE', 'throughput')}",
+        flush=True,
+    )
     measured = {}
     for mode in modes:
         if mode in ("raw", "hf"):
@@ -592,9 +697,11 @@ def main() -> None:
             raise SystemExit(f"unknown mode {mode!r}")
         report(measured[mode])
     rates = {m: r["docs"] / r["seconds"] for m, r in measured.items() if "seconds" in r}
-    ratios = [f"{a}/{b}={rates[a] / rates[b]:.2f}"
-              for a, b in (("pipeline", "raw"), ("raw", "hf"), ("pipeline", "hf"))
-              if a in rates and b in rates]  # fmt: skip
+    ratios = [
+        f"{a}/{b}={rates[a] / rates[b]:.2f}"
+        for a, b in (("pipeline", "raw"), ("raw", "hf"), ("pipeline", "hf"))
+        if a in rates and b in rates
+    ]
     if ratios:
         print(" ".join(ratios))
 
@@ -609,25 +716,34 @@ def report(result: dict) -> None:
             print(f"  {ms:>8.1f} ms  {name}", flush=True)
         return
     if result["mode"] == "ceiling":
-        print(f"ceiling   {result['docs']:>7,} docs  ({result['database']}, echo engine)  "
-              f"worker {result['worker_docs_per_s']:>8,.0f} docs/s  submit "
-              f"{result['submit_docs_per_s']:>7,.0f} docs/s  Redis "
-              f"{result['redis_bytes_per_doc']:.0f} bytes/doc queued  worker peak RSS "
-              f"{result['worker_peak_rss_mb']:.0f} MB ({result['small_docs']:,} docs: "
-              f"{result['small_worker_peak_rss_mb']:.0f} MB)  database "
-              f"{result['database_bytes_per_doc']:,.0f} bytes/doc (texts "
-              f"{'kept' if result['texts_kept'] else 'dropped'})", flush=True)  # fmt: skip
+        print(
+            f"ceiling   {result['docs']:>7,} docs  ({result['database']}, echo engine)  "
+            f"worker {result['worker_docs_per_s']:>8,.0f} docs/s  submit "
+            f"{result['submit_docs_per_s']:>7,.0f} docs/s  Redis "
+            f"{result['redis_bytes_per_doc']:.0f} bytes/doc queued  worker peak RSS "
+            f"{result['worker_peak_rss_mb']:.0f} MB ({result['small_docs']:,} docs: "
+            f"{result['small_worker_peak_rss_mb']:.0f} MB)  database "
+            f"{result['database_bytes_per_doc']:,.0f} bytes/doc (texts "
+            f"{'kept' if result['texts_kept'] else 'dropped'})",
+            flush=True,
+        )
         return
     if result["mode"] == "submit":
-        print(f"submit    {result['files']:>7,} files  {result['docs_per_s']:>8,.0f} docs/s  "
-              f"peak RSS {result['peak_rss_mb']:.0f} MB ({result['small_files']:,} files: "
-              f"{result['small_peak_rss_mb']:.0f} MB)", flush=True)  # fmt: skip
+        print(
+            f"submit    {result['files']:>7,} files  {result['docs_per_s']:>8,.0f} docs/s  "
+            f"peak RSS {result['peak_rss_mb']:.0f} MB ({result['small_files']:,} files: "
+            f"{result['small_peak_rss_mb']:.0f} MB)",
+            flush=True,
+        )
         return
     docs_s = result["docs"] / result["seconds"]
     tokens_s = result["output_tokens"] / result["seconds"]
     note = f"  ({result['note']})" if result.get("note") else ""
-    print(f"{result['mode']:<9} {result['docs']:>7,} docs  {result['seconds']:>8.1f} s  "
-          f"{docs_s:>7.2f} docs/s  {tokens_s:>8.1f} output tokens/s{note}", flush=True)  # fmt: skip
+    print(
+        f"{result['mode']:<9} {result['docs']:>7,} docs  {result['seconds']:>8.1f} s  "
+        f"{docs_s:>7.2f} docs/s  {tokens_s:>8.1f} output tokens/s{note}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

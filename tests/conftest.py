@@ -9,6 +9,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -66,25 +67,36 @@ def _answers(url: str) -> bool:
     return answers(redis.Redis.from_url(url, socket_connect_timeout=1))
 
 
+def _own_database(url: str) -> str:
+    """Database 15 (14, 13, … for the other pytest-xdist workers, `-n 2`): each flushes its own."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return _with_db(url, 15 - int(worker[2:]))
+
+
+def _with_db(url: str, number: int) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{number}"))
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory) -> str:
     """SUMMARIZE_TEST_REDIS_URL; else the Redis on 127.0.0.1:6379 (database 15); else, outside CI,
     a redis-server of the tests' own (the binary the embedded broker uses)."""
     configured = os.environ.get("SUMMARIZE_TEST_REDIS_URL")
     if configured or _answers(LOCAL_REDIS_URL) or REQUIRE_SERVICES:
-        yield configured or LOCAL_REDIS_URL
+        yield _own_database(configured or LOCAL_REDIS_URL)
         return
-
     folder = tmp_path_factory.mktemp("redis")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    options = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     server = subprocess.Popen(
-        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"redis://127.0.0.1:{port}/15"
+        [redis_server_binary(), *options, "--dir", str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = _own_database(f"redis://127.0.0.1:{port}/15")
     for _ in range(100):
         if _answers(url):
             break

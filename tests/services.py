@@ -46,18 +46,43 @@ class RedisServer:
     @property
     def url(self) -> str:
         if self.tls:
-            return (f"rediss://:{self.password}@localhost:{self.port}/0"
-                    f"?ssl_cert_reqs=required&ssl_ca_certs={self.cert}")  # fmt: skip
+            return (
+                f"rediss://:{self.password}@localhost:{self.port}/0"
+                f"?ssl_cert_reqs=required&ssl_ca_certs={self.cert}"
+            )
         return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
-        command = [SYSTEM_REDIS, "--bind", "127.0.0.1",
-                   "--save", "", "--appendonly", "no", "--dir", str(self.folder),
-                   "--requirepass", self.password, "--logfile", str(self.folder / "redis.log")]  # fmt: skip
+        command = [
+            SYSTEM_REDIS,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.folder),
+            "--requirepass",
+            self.password,
+            "--logfile",
+            str(self.folder / "redis.log"),
+        ]
         if self.tls:
-            command += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file",
-                        str(self.cert), "--tls-key-file", str(self.key), "--tls-ca-cert-file",
-                        str(self.cert), "--tls-auth-clients", "no"]  # fmt: skip
+            command += [
+                "--port",
+                "0",
+                "--tls-port",
+                str(self.port),
+                "--tls-cert-file",
+                str(self.cert),
+                "--tls-key-file",
+                str(self.key),
+                "--tls-ca-cert-file",
+                str(self.cert),
+                "--tls-auth-clients",
+                "no",
+            ]
         else:
             command += ["--port", str(self.port)]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
@@ -107,9 +132,13 @@ def make_certificate(folder: Path) -> tuple[Path, Path]:
     )
     cert_path, key_path = folder / "redis.crt", folder / "redis.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))  # fmt: skip
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     os.chmod(key_path, 0o600)
     return cert_path, key_path
 

@@ -307,6 +307,15 @@ def test_the_one_worker_per_gpu_example_in_the_docs_works(env_file, tmp_path):
     devices = second["deploy"]["resources"]["reservations"]["devices"]
 
     assert devices == [{"driver": "nvidia", "device_ids": ["1"], "capabilities": ["gpu"]}]
-    for key in ("image", "init", "command", "environment", "volumes", "depends_on", "restart",
-                "stop_grace_period", "shm_size"):  # fmt: skip
+    for key in (
+        "image",
+        "init",
+        "command",
+        "environment",
+        "volumes",
+        "depends_on",
+        "restart",
+        "stop_grace_period",
+        "shm_size",
+    ):
         assert second[key] == first[key], key

@@ -19,8 +19,12 @@ def test_folders_are_walked_recursively_in_a_stable_order(tmp_path):
 
     found = [(os.path.relpath(f.path, tmp_path), f.kind) for f in corpus.walk([tmp_path])]
 
-    assert found == [("a/y.TXT", "document"), ("a/z.md", "document"), ("b.txt", "document"),
-                     ("c.pdf", "skipped")]  # fmt: skip
+    assert found == [
+        ("a/y.TXT", "document"),
+        ("a/z.md", "document"),
+        ("b.txt", "document"),
+        ("c.pdf", "skipped"),
+    ]
 
 
 def test_a_path_that_does_not_exist_is_reported_not_raised(tmp_path):
@@ -34,8 +38,10 @@ def test_a_symlink_loop_of_folders_is_reported_once_and_the_walk_goes_on(tmp_pat
 
     found = list(corpus.walk([tmp_path]))
 
-    assert [(os.path.basename(f.path), f.kind) for f in found] == [("a.txt", "document"),
-                                                                  ("again", "problem")]  # fmt: skip
+    assert [(os.path.basename(f.path), f.kind) for f in found] == [
+        ("a.txt", "document"),
+        ("again", "problem"),
+    ]
     assert found[1].problem == "symlink loop: it points back to a folder above it"
 
 
@@ -64,11 +70,17 @@ def test_a_byte_order_mark_is_not_part_of_the_text(tmp_path):
     [
         (b"", "empty file: nothing to summarize"),
         (b"  \n\t\n", "empty file: nothing to summarize"),
-        (b"PK\x03\x04\x00\x00binary", "binary file (it contains NUL bytes): only text is summarized"),
+        (
+            b"PK\x03\x04\x00\x00binary",
+            "binary file (it contains NUL bytes): only text is summarized",
+        ),
         (b"caf\xe9 au lait", "not valid UTF-8 (byte 0xe9 at offset 3): convert it to UTF-8"),
-        (b"x" * 101, "larger than SUMMARIZE_MAX_DOC_BYTES (101 bytes > 100): split it or raise the limit"),
+        (
+            b"x" * 101,
+            "larger than SUMMARIZE_MAX_DOC_BYTES (101 bytes > 100): split it or raise the limit",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_file_that_cannot_be_a_document_says_why(tmp_path, content, reason):
     path = write(tmp_path, "f.txt", content)
     assert corpus.read(str(path), 100) == corpus.Unreadable(str(path), reason)

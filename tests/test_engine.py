@@ -32,11 +32,15 @@ def test_on_a_gpu_the_share_is_left_to_vllm():
 
 
 def test_a_kv_cache_too_small_for_the_context_names_the_knobs():
-    error = ValueError("To serve at least one request with the models's max seq len (8192), "
-                       "(1.5 GiB KV cache is needed, which is larger than the available KV cache memory")  # fmt: skip
+    error = ValueError(
+        "To serve at least one request with the models's max seq len (8192), "
+        "(1.5 GiB KV cache is needed, which is larger than the available KV cache memory"
+    )
     message = _explain(error, PROFILES["long-context"], cpu=True)
-    assert message.startswith("The engine could not start with profile 'long-context' "
-                              "(max_num_seqs=32, max_model_len=8192): To serve")  # fmt: skip
+    assert message.startswith(
+        "The engine could not start with profile 'long-context' "
+        "(max_num_seqs=32, max_model_len=8192): To serve"
+    )
     assert message.endswith(
         "To fix it, lower SUMMARIZE_MAX_MODEL_LEN, or raise SUMMARIZE_GPU_MEMORY_UTILIZATION "
         "(a share of host memory here)."

@@ -88,8 +88,10 @@ def test_killed_workers_lose_nothing_and_long_holds_are_not_delivered_twice(
         assert (received, worker.summarized()) == (10, 40), worker.tail()
         assert {r.attempts for r in rows("held")} == {1}
         held_s = max((r.finished_at - r.created_at).total_seconds() for r in rows("held"))
-        print(f"\nlongest hold: {held_s:.0f} s against a 10 s visibility timeout; "
-              f"{received} deliveries of 10 chunks, 40 documents")  # fmt: skip
+        print(
+            f"\nlongest hold: {held_s:.0f} s against a 10 s visibility timeout; "
+            f"{received} deliveries of 10 chunks, 40 documents"
+        )
 
         # Then a batch during which workers are killed with SIGKILL at random moments.
         corpus = copy_lee(tmp_path / "kill", 40, 90)
@@ -109,14 +111,21 @@ def test_killed_workers_lose_nothing_and_long_holds_are_not_delivered_twice(
             kills.append((killed_at, in_hand))
 
             def redelivered(in_hand=in_hand, killed_at=killed_at):
-                return any(r.result_key in in_hand and r.started_at.timestamp() > killed_at
-                           for r in rows("kill"))  # fmt: skip
+                return any(
+                    r.result_key in in_hand and r.started_at.timestamp() > killed_at
+                    for r in rows("kill")
+                )
 
             wait_for(redelivered, 600, "redelivery after the kill", worker)
-            first = min(r.started_at.timestamp() for r in rows("kill")
-                        if r.result_key in in_hand and r.started_at.timestamp() > killed_at)  # fmt: skip
-            print(f"kill {round_ + 1}: {len(in_hand)} documents in hand, taken on again "
-                  f"{first - killed_at:.0f} s after the kill (worker restart included)")  # fmt: skip
+            first = min(
+                r.started_at.timestamp()
+                for r in rows("kill")
+                if r.result_key in in_hand and r.started_at.timestamp() > killed_at
+            )
+            print(
+                f"kill {round_ + 1}: {len(in_hand)} documents in hand, taken on again "
+                f"{first - killed_at:.0f} s after the kill (worker restart included)"
+            )
 
         # A graceful stop hands back what it holds at once, without waiting for a timeout.
         wait_for(lambda: engine_ready(worker) and count("kill", "running") > 0, 600, "work", worker)
@@ -199,12 +208,24 @@ def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, 
     marker = tmp_path / "pickle-was-executed"
     client = server.client()
     body = base64.b64encode(pickle.dumps(((), {"key": Exploit(str(marker))}, {}))).decode()
-    envelope = {"body": body,
-                "content-encoding": "binary", "content-type": "application/x-python-serialize",
-                "headers": {"lang": "py", "task": "summarize.chunk", "id": "evil", "root_id": "evil",
-                            "retries": 0, "timelimit": [None, None]},
-                "properties": {"delivery_tag": "evil-tag", "body_encoding": "base64",
-                               "delivery_info": {"exchange": "", "routing_key": queue_name}}}  # fmt: skip
+    envelope = {
+        "body": body,
+        "content-encoding": "binary",
+        "content-type": "application/x-python-serialize",
+        "headers": {
+            "lang": "py",
+            "task": "summarize.chunk",
+            "id": "evil",
+            "root_id": "evil",
+            "retries": 0,
+            "timelimit": [None, None],
+        },
+        "properties": {
+            "delivery_tag": "evil-tag",
+            "body_encoding": "base64",
+            "delivery_info": {"exchange": "", "routing_key": queue_name},
+        },
+    }
     client.lpush(queue_name, json.dumps(envelope))
 
     submitted = cli(env, "submit", str(corpus), "--batch", "outage")

@@ -89,8 +89,10 @@ def test_retry_queues_failed_documents_again_and_names_those_that_cannot_be(env,
     result = run(env, "retry", "night")
 
     assert result.exit_code == 0
-    assert result.output == ("Queued 1 failed rows of night again (1 documents). 1 failed at "
-                             "submit and have no text: fix the files and submit them again.\n")  # fmt: skip
+    assert result.output == (
+        "Queued 1 failed rows of night again (1 documents). 1 failed at "
+        "submit and have no text: fix the files and submit them again.\n"
+    )
     by_name = {r.source_path.rsplit("/", 1)[-1]: r for r in all_rows(db)}
     assert (by_name["c.txt"].status, by_name["c.txt"].attempts, by_name["c.txt"].error) == (
         "queued",
@@ -150,8 +152,9 @@ def test_results_of_a_million_rows_stream_in_constant_memory(env, db, tmp_path):
                 ),
                 {"last": rows - 1},
             )
-        process = subprocess.Popen([*SUMMARIZE, "results", "--format", "csv"],
-                                   env=os.environ | env, stdout=subprocess.PIPE)  # fmt: skip
+        process = subprocess.Popen(
+            [*SUMMARIZE, "results", "--format", "csv"], env=os.environ | env, stdout=subprocess.PIPE
+        )
         lines = sum(1 for _ in process.stdout)
         _, status, usage = os.wait4(process.pid, 0)
         assert status == 0 and lines == rows + 1

@@ -13,10 +13,27 @@ from jobs import database
 from jobs.models import Base, modelled
 
 RESULTS_COLUMNS = [
-    "id", "batch", "source_path", "content_hash", "result_key", "status", "summary",
-    "prompt_tokens", "completion_tokens", "cached_tokens", "parts", "finish_reason", "model",
-    "prompt_hash", "attempts", "error", "deduplicated", "created_at", "started_at", "finished_at",
-]  # fmt: skip
+    "id",
+    "batch",
+    "source_path",
+    "content_hash",
+    "result_key",
+    "status",
+    "summary",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "parts",
+    "finish_reason",
+    "model",
+    "prompt_hash",
+    "attempts",
+    "error",
+    "deduplicated",
+    "created_at",
+    "started_at",
+    "finished_at",
+]
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 

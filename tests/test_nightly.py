@@ -17,8 +17,9 @@ pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 def nightly(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([str(NIGHTLY), *args], env=os.environ | env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [str(NIGHTLY), *args], env=os.environ | env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_a_failing_document_exits_3_with_the_batch_named(env, tmp_path):

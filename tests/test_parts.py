@@ -40,8 +40,14 @@ def test_overlap_is_an_eighth_of_a_window_up_to_128_tokens():
 def _finish(work: Work, engine: FakeEngine, requests, completion_tokens=4):
     nxt = []
     for request in requests:
-        finished = Finished(request.request_id, "word " * completion_tokens, len(request.prompt_ids),
-                            completion_tokens, 0, "stop")  # fmt: skip
+        finished = Finished(
+            request.request_id,
+            "word " * completion_tokens,
+            len(request.prompt_ids),
+            completion_tokens,
+            0,
+            "stop",
+        )
         nxt.extend(work.finish(finished))
     return nxt
 

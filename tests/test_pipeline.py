@@ -111,9 +111,11 @@ def test_submitted_documents_are_summarized_by_a_real_worker_into_postgresql(
 
     # The dashboards' view of this real batch says what `summarize status` says.
     assert (view.documents, view.succeeded, view.prompt_tokens, view.completion_tokens) == (
-        batch["documents"], batch["by_status"]["succeeded"], batch["prompt_tokens"],
+        batch["documents"],
+        batch["by_status"]["succeeded"],
+        batch["prompt_tokens"],
         batch["completion_tokens"],
-    )  # fmt: skip
+    )
     assert view.documents_per_s == pytest.approx(batch["documents_per_s"], rel=1e-6)
 
 

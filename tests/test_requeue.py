@@ -43,8 +43,11 @@ def test_after_redis_loses_everything_pending_documents_are_queued_again(
     write(tmp_path / "in", "twin.txt", "B.")
     submit(env, tmp_path / "in")
     with db.begin() as conn:  # a worker had taken one on when Redis went away
-        conn.execute(results.update().where(results.c.source_path.like("%a.txt"))
-                     .values(status="running", attempts=1))  # fmt: skip
+        conn.execute(
+            results.update()
+            .where(results.c.source_path.like("%a.txt"))
+            .values(status="running", attempts=1)
+        )
     client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
     client.flushdb()
 

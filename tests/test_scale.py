@@ -46,8 +46,13 @@ def test_two_workers_share_a_batch_and_each_document_is_summarized_once(
         # could summarize everything while the second is still starting.
         first.wait_ready()
         second.wait_ready()
-        done = subprocess.run([str(NIGHTLY), str(corpus), "--deadline", "20m"],
-                              env=os.environ | env, capture_output=True, text=True, timeout=1800)  # fmt: skip
+        done = subprocess.run(
+            [str(NIGHTLY), str(corpus), "--deadline", "20m"],
+            env=os.environ | env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         assert done.returncode == 0, done.stderr + first.tail() + second.tail()
         assert f"nightly-{date.today():%Y-%m-%d}: every document succeeded" in done.stderr
         for worker in (first, second):

@@ -29,17 +29,45 @@ def test_xdg_data_home_moves_the_data_directory(tmp_path):
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
-        ("SUMMARIZE_MAX_TOKENS", "lots", "SUMMARIZE_MAX_TOKENS='lots' must be a whole number from 1 to 8192."),
-        ("SUMMARIZE_MAX_TOKENS", "0", "SUMMARIZE_MAX_TOKENS='0' must be a whole number from 1 to 8192."),
-        ("SUMMARIZE_PROFILE", "fast", "SUMMARIZE_PROFILE='fast' must be one of throughput, latency, long-context."),
-        ("SUMMARIZE_GPU_MEMORY_UTILIZATION", "1.5", "SUMMARIZE_GPU_MEMORY_UTILIZATION='1.5' must be a share of memory from 0.05 to 0.98, such as 0.9."),
-        ("SUMMARIZE_DATABASE_URL", "mysql://x/y", "SUMMARIZE_DATABASE_URL='mysql://x/y' must be a SQLAlchemy URL such as"),
-        ("SUMMARIZE_BROKER_URL", "amqp://guest@x//", "SUMMARIZE_BROKER_URL='amqp://guest@x//' must be a Redis URL such as"),
-        ("SUMMARIZE_FLUSH_INTERVAL_S", "-1", "SUMMARIZE_FLUSH_INTERVAL_S='-1' must be a number of seconds from 0.01 to 60."),
+        (
+            "SUMMARIZE_MAX_TOKENS",
+            "lots",
+            "SUMMARIZE_MAX_TOKENS='lots' must be a whole number from 1 to 8192.",
+        ),
+        (
+            "SUMMARIZE_MAX_TOKENS",
+            "0",
+            "SUMMARIZE_MAX_TOKENS='0' must be a whole number from 1 to 8192.",
+        ),
+        (
+            "SUMMARIZE_PROFILE",
+            "fast",
+            "SUMMARIZE_PROFILE='fast' must be one of throughput, latency, long-context.",
+        ),
+        (
+            "SUMMARIZE_GPU_MEMORY_UTILIZATION",
+            "1.5",
+            "SUMMARIZE_GPU_MEMORY_UTILIZATION='1.5' must be a share of memory from 0.05 to 0.98, such as 0.9.",
+        ),
+        (
+            "SUMMARIZE_DATABASE_URL",
+            "mysql://x/y",
+            "SUMMARIZE_DATABASE_URL='mysql://x/y' must be a SQLAlchemy URL such as",
+        ),
+        (
+            "SUMMARIZE_BROKER_URL",
+            "amqp://guest@x//",
+            "SUMMARIZE_BROKER_URL='amqp://guest@x//' must be a Redis URL such as",
+        ),
+        (
+            "SUMMARIZE_FLUSH_INTERVAL_S",
+            "-1",
+            "SUMMARIZE_FLUSH_INTERVAL_S='-1' must be a number of seconds from 0.01 to 60.",
+        ),
         ("SUMMARIZE_PROMPT", "   ", "SUMMARIZE_PROMPT='   ' must not be empty."),
         ("SUMMARIZE_QUEUE", "a queue", "SUMMARIZE_QUEUE='a queue' must be a queue name"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_value_is_refused_with_a_message_naming_the_variable(variable, value, message):
     with pytest.raises(SettingsError) as caught:
         Settings.from_env({variable: value})

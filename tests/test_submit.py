@@ -105,8 +105,15 @@ def test_a_document_summarized_before_is_answered_from_its_summary(env, db, tmp_
     write(tmp_path / "two", "new.txt", "Other words.")
     run(env, "submit", str(tmp_path / "one"), "--batch", "monday")
     with db.begin() as conn:  # as the worker would leave it
-        conn.execute(results.update().values(status="succeeded", summary="S.", prompt_tokens=7,
-                                             completion_tokens=2, finish_reason="stop"))  # fmt: skip
+        conn.execute(
+            results.update().values(
+                status="succeeded",
+                summary="S.",
+                prompt_tokens=7,
+                completion_tokens=2,
+                finish_reason="stop",
+            )
+        )
     redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"]).delete(env["SUMMARIZE_QUEUE"])
 
     result = run(env, "submit", str(tmp_path / "two"), "--batch", "tuesday")
@@ -115,8 +122,12 @@ def test_a_document_summarized_before_is_answered_from_its_summary(env, db, tmp_
     assert summary_line(result.output, "deduplicated") == 1
     copy = all_rows(db)["copy.txt"]
     assert (copy.batch, copy.status, copy.summary, copy.prompt_tokens, copy.deduplicated) == (
-        "tuesday", "succeeded", "S.", 7, True,
-    )  # fmt: skip
+        "tuesday",
+        "succeeded",
+        "S.",
+        7,
+        True,
+    )
     assert len(queued_keys(env)) == 1
 
 
@@ -182,8 +193,11 @@ def test_an_unreachable_redis_fails_fast_and_writes_no_rows(env, db, tmp_path):
 @pytest.mark.parametrize("database_url", ["postgresql://postgres@127.0.0.1:1/test"], indirect=False)
 def test_an_unreachable_database_fails_fast_with_the_fix(tmp_path, redis_url, database_url):
     write(tmp_path / "in", "a.txt", "Text.")
-    env = {"SUMMARIZE_DATA_DIR": str(tmp_path), "SUMMARIZE_DATABASE_URL": database_url,
-           "SUMMARIZE_BROKER_URL": redis_url}  # fmt: skip
+    env = {
+        "SUMMARIZE_DATA_DIR": str(tmp_path),
+        "SUMMARIZE_DATABASE_URL": database_url,
+        "SUMMARIZE_BROKER_URL": redis_url,
+    }
 
     result = run(env, "submit", str(tmp_path / "in"))
 

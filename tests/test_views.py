@@ -73,8 +73,15 @@ def test_batch_stats_agree_with_their_rows_once_batches_are_done(week):
     for batch in found:
         assert_agrees(found[batch], recount(week, batch))
     tuesday = found["tuesday"]
-    assert counts(tuesday) == {"documents": 16, "queued": 0, "running": 0, "succeeded": 14,
-                               "failed": 2, "cancelled": 0, "deduplicated": 1}  # fmt: skip
+    assert counts(tuesday) == {
+        "documents": 16,
+        "queued": 0,
+        "running": 0,
+        "succeeded": 14,
+        "failed": 2,
+        "cancelled": 0,
+        "deduplicated": 1,
+    }
     assert tuesday.failure_rate == pytest.approx(2 / 16)
     assert found["monday"].failure_rate == 0
 
@@ -159,16 +166,33 @@ T0 = datetime(2026, 3, 1, 23, 59, 50, tzinfo=timezone.utc)
 
 
 def add_rows(db, batch: str, rows: list[dict]) -> None:
-    base = {"batch": batch, "model": "m", "prompt_hash": "h", "attempts": 1,
-            "deduplicated": False, "created_at": T0, "prompt_tokens": 10,
-            "completion_tokens": 2, "cached_tokens": 1, "status": "succeeded",
-            "started_at": None, "finished_at": None, "error": None}  # fmt: skip
+    base = {
+        "batch": batch,
+        "model": "m",
+        "prompt_hash": "h",
+        "attempts": 1,
+        "deduplicated": False,
+        "created_at": T0,
+        "prompt_tokens": 10,
+        "completion_tokens": 2,
+        "cached_tokens": 1,
+        "status": "succeeded",
+        "started_at": None,
+        "finished_at": None,
+        "error": None,
+    }
     with db.begin() as conn:
         conn.execute(
             batches.insert(),
-            {"name": batch, "model": "m", "instruction": "i", "max_tokens": 8,
-             "prompt_hash": "h", "created_at": T0},
-        )  # fmt: skip
+            {
+                "name": batch,
+                "model": "m",
+                "instruction": "i",
+                "max_tokens": 8,
+                "prompt_hash": "h",
+                "created_at": T0,
+            },
+        )
         if rows:
             conn.execute(
                 results.insert(),
@@ -188,12 +212,22 @@ def test_times_are_exact_to_the_microsecond_and_days_split_at_utc_midnight(db):
         ]
         + [
             {"deduplicated": True, "started_at": T0, "finished_at": T0},
-            {"status": "failed", "attempts": 3, "error": "boom", "started_at": T0,
-             "finished_at": T0 + timedelta(seconds=90)},
-            {"status": "queued", "attempts": 0, "prompt_tokens": None, "completion_tokens": None,
-             "cached_tokens": None},
+            {
+                "status": "failed",
+                "attempts": 3,
+                "error": "boom",
+                "started_at": T0,
+                "finished_at": T0 + timedelta(seconds=90),
+            },
+            {
+                "status": "queued",
+                "attempts": 0,
+                "prompt_tokens": None,
+                "completion_tokens": None,
+                "cached_tokens": None,
+            },
         ],
-    )  # fmt: skip
+    )
     add_rows(db, "empty", [])
 
     stats = view_rows(db, batch_stats, "batch")

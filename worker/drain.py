@@ -194,8 +194,9 @@ class Drain:
         self._flush(wait=True)  # if a suspect kills us, what others finished is already written
         last_try = [k for k in suspects if tried[k] + 1 >= self.max_attempts]
         group = last_try[:1] or suspects[:SUSPECT_GROUP]
-        log.warning("running %d suspect document(s) apart: a worker stopped while they ran",
-                    len(group))  # fmt: skip
+        log.warning(
+            "running %d suspect document(s) apart: a worker stopped while they ran", len(group)
+        )
         self._exclusive = True
         self._start(group)
 

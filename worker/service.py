@@ -64,12 +64,16 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         stopping = threading.Event()  # a stop was asked for (SIGTERM, SIGINT)
         _on_shutdown(lambda: (stopping.set(), drain.begin_shutdown(settings.stop_grace_s)))
         _on_ready(lambda: log.info("%s: taking documents from queue %r", READY, settings.queue))
-        leases = Leases(broker.connect(settings), lambda: drain.held | _scheduled_tags(),
-                        settings.visibility_timeout_s / 4)  # fmt: skip
+        leases = Leases(
+            broker.connect(settings),
+            lambda: drain.held | _scheduled_tags(),
+            settings.visibility_timeout_s / 4,
+        )
         leases.start()
         stop = threading.Event()
-        sweeper = threading.Thread(target=_requeue_stranded, daemon=True,
-                                   args=(settings, drain.recorder.db, stop))  # fmt: skip
+        sweeper = threading.Thread(
+            target=_requeue_stranded, daemon=True, args=(settings, drain.recorder.db, stop)
+        )
         sweeper.start()
         worker = app.Worker(
             pool="threads",

@@ -64,8 +64,13 @@ def bind(host: str, port: int) -> socket.socket:
     show_default=True,
     help="Address to listen on; anything but loopback shows the page to the network.",
 )
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
-              help="Port to listen on (0: any free port).")  # fmt: skip
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: any free port).",
+)
 @click.pass_context
 def dashboard(ctx, host: str, port: int) -> None:
     """Serve a web page of the latest batches: progress, throughput, tokens, failures.
@@ -93,8 +98,9 @@ def dashboard(ctx, host: str, port: int) -> None:
     app = create_app(engine, allowed_hosts=LOOPBACK_NAMES if local else ("*",))
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
-    click.echo(f"Dashboard of {database.describe(settings)} on http://{shown}:{bound}/ "
-               "(Ctrl-C stops it)")  # fmt: skip
+    click.echo(
+        f"Dashboard of {database.describe(settings)} on http://{shown}:{bound}/ (Ctrl-C stops it)"
+    )
     if not local:
         click.echo(
             f"Warning: listening on {host}: anyone who can reach this machine can read "
