@@ -266,21 +266,8 @@ def _plan(conn, engine, batch, prompt, chunk, report, now):
     return rows, keys_to_queue, texts
 
 
-_ROW_COLUMNS = (
-    "source_path",
-    "content_hash",
-    "result_key",
-    "status",
-    "summary",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "parts",
-    "finish_reason",
-    "error",
-    "started_at",
-    "finished_at",
-)
+_SET_BY_BATCH = ("id", "batch", "model", "prompt_hash", "attempts", "deduplicated", "created_at")
+_ROW_COLUMNS = tuple(c.name for c in results.columns if c.name not in _SET_BY_BATCH)
 _COPIED = (
     "summary",
     "prompt_tokens",
