@@ -52,7 +52,7 @@ def write(rows_: Iterator[dict], out: TextIO, fmt: str) -> int:
         writer = csv.DictWriter(out, fieldnames=EXPORTED, lineterminator="\n")
         writer.writeheader()
         for row in rows_:
-            writer.writerow({k: _plain(v) for k, v in row.items()})
+            writer.writerow({k: _cell(_plain(v)) for k, v in row.items()})
             count += 1
     else:
         for row in rows_:
@@ -60,6 +60,17 @@ def write(rows_: Iterator[dict], out: TextIO, fmt: str) -> int:
             out.write("\n")
             count += 1
     return count
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value):
+    """A CSV cell a spreadsheet will not run: text starting like a formula gets a leading `'`
+    (OWASP's advice on CSV injection)."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def _plain(value):

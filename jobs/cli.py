@@ -18,6 +18,7 @@ from jobs.errors import SummarizeError
 from jobs.manage import COMMANDS as MANAGE_COMMANDS
 from jobs.profiles import PROFILES
 from jobs.settings import Settings
+from jobs.terminal import printable
 
 
 class _Error(click.ClickException):
@@ -33,7 +34,7 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except SummarizeError as exc:
-            raise _Error(str(exc), exc.exit_code) from None
+            raise _Error(printable(str(exc)), exc.exit_code) from None
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,6 +92,11 @@ def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, time
         ) as bar:
             report = submitting.submit(settings, engine, client, paths, name, lambda: bar.update(1))
         _print_report(report, settings)
+        if report.nothing_usable:
+            raise SummarizeError(
+                f"No path given could be used ({_shown(report.examples[0])}): check the "
+                "paths; nothing was queued."
+            )
         if wait:
             final = _wait(settings, engine, client, name, timeout, report.documents)
             _print_progress(final)
@@ -136,13 +142,18 @@ def _print_report(report, settings: Settings) -> None:
     ]
     if report.problems:
         lines.append(f"  paths not usable     {report.problems:>8,}")
-    for path, problem in report.examples:
-        lines.append(f"    {path!r}: {problem}")
+    for example in report.examples:
+        lines.append(f"    {_shown(example)}")
     hidden = report.unreadable + report.problems - len(report.examples)
     if hidden > 0:
         lines.append(f"    … and {hidden:,} more: see `summarize status {report.batch}`")
     lines.append(f"Results go to the `results` table of {database.describe(settings)}.")
     click.echo("\n".join(lines))
+
+
+def _shown(example: tuple[str, str]) -> str:
+    path, problem = example
+    return printable(f"{path!r}: {problem}")
 
 
 def _print_progress(progress) -> None:
@@ -223,7 +234,7 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     for s in found:
         rate = f"{s.documents_per_s:.2f}" if s.documents_per_s else "-"
         click.echo(
-            f"{s.batch[:32]:<32} {s.documents:>7,} {s.by_status['queued']:>7,} "
+            f"{printable(s.batch)[:32]:<32} {s.documents:>7,} {s.by_status['queued']:>7,} "
             f"{s.by_status['running']:>7,} {s.by_status['succeeded']:>9,} "
             f"{s.by_status['failed']:>7,} {s.prompt_tokens:>11,} {s.completion_tokens:>11,} {rate:>7}"
         )

@@ -11,6 +11,7 @@ import click
 
 from jobs.errors import SummarizeError
 from jobs.models import STATUSES
+from jobs.terminal import printable
 
 
 def _database(ctx: click.Context):
@@ -76,7 +77,7 @@ def batches_command(ctx, latest: int) -> None:
     )
     for s in found:
         click.echo(
-            f"{s.batch[:32]:<32} {s.created_at:%Y-%m-%d %H:%M}  {s.documents:>7,} "
+            f"{printable(s.batch)[:32]:<32} {s.created_at:%Y-%m-%d %H:%M}  {s.documents:>7,} "
             f"{s.pending:>8,} {s.by_status['succeeded']:>9,} {s.by_status['failed']:>7,} "
             f"{s.by_status['cancelled']:>9,}"
         )

@@ -8,10 +8,11 @@ cannot use is refused with a message that names the variable.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from jobs.errors import SettingsError
 from jobs.profiles import DEFAULT_PROFILE, PROFILES, Profile, with_overrides
@@ -182,7 +183,8 @@ class Settings:
             try:
                 values[f.name] = f.metadata["parse"](raw)
             except ValueError as exc:
-                raise SettingsError(f"{name}={raw!r} {exc}.") from None
+                shown = redact_url(raw) if name.endswith("_URL") else raw
+                raise SettingsError(f"{name}={shown!r} {exc}.") from None
         prompt_file = env.get("SUMMARIZE_PROMPT_FILE")
         if prompt_file:
             if "instruction" in values:
@@ -264,11 +266,20 @@ def _read_prompt_file(path: Path) -> str:
     return text.strip()
 
 
+_SECRET_PARAMS = {"password", "passwd", "pwd", "secret", "token", "sslpassword"}
+_USERINFO = re.compile(r"(?<=://)([^:/@?#]*):([^@/?#]*)@")
+
+
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ***, for logs and status output."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = parts.username or ""
-    return url.replace(parts.netloc, f"{user}:***@{netloc[-1]}", 1)
+    """The URL with any password (in its user part or its query) replaced by ***, for logs,
+    errors and status output; text that does not parse as a URL is redacted all the same."""
+    redacted = _USERINFO.sub(lambda m: f"{m.group(1)}:***@", url)
+    parts = urlsplit(redacted)
+    if not parts.query:
+        return redacted
+    query = [
+        f"{key}=***" if key.lower() in _SECRET_PARAMS else pair
+        for pair in parts.query.split("&")
+        for key in [pair.split("=", 1)[0]]
+    ]
+    return urlunsplit(parts._replace(query="&".join(query)))

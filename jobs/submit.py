@@ -46,6 +46,11 @@ class SubmitReport:
     problems: int = 0  # paths that could not be walked (missing, loops, unreadable folders)
     examples: list[tuple[str, str]] = field(default_factory=list)  # (path, what went wrong)
 
+    @property
+    def nothing_usable(self) -> bool:
+        """Every path given was refused (missing, unreadable): a typo in a cron line, say."""
+        return self.problems > 0 and not (self.documents or self.skipped)
+
     def note(self, path: str, problem: str) -> None:
         if len(self.examples) < EXAMPLES_KEPT:
             self.examples.append((path, problem))

@@ -73,6 +73,32 @@ def test_results_as_csv_round_trip_and_filter_by_status(env, db, processed):
     assert parsed[0].keys() == {c.name for c in results.columns}
 
 
+def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_escaped(env, db, processed):
+    hostile = ['=HYPERLINK("http://x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]
+    with db.begin() as conn:
+        ids = conn.execute(sa.select(results.c.id).order_by(results.c.id)).scalars().all()
+        for row_id, text in zip(ids, hostile, strict=False):
+            conn.execute(results.update().where(results.c.id == row_id).values(summary=text))
+
+    result = run(env, "results", "--batch", "night", "--format", "csv")
+
+    parsed = list(csv.DictReader(io.StringIO(result.output)))
+    assert [p["summary"] for p in parsed] == ["'" + text for text in hostile[: len(ids)]]
+    as_json = [json.loads(line)["summary"] for line in run(env, "results").output.splitlines()]
+    assert as_json == hostile[: len(ids)]  # JSON lines are data, kept as they are
+
+
+def test_names_are_printed_with_their_control_characters_shown_not_obeyed(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "Alpha.")
+    name = "night\x1b[2J\x1b]0;owned\x07"
+    assert run(env, "submit", str(tmp_path / "in"), "--batch", name).exit_code == 0
+
+    for command in (["batches"], ["status"]):
+        output = run(env, *command).output
+        assert "\x1b" not in output and "\x07" not in output
+        assert "night\\x1b[2J" in output
+
+
 def test_results_of_an_unknown_batch_say_how_to_find_one(env, db):
     result = CliRunner().invoke(main, ["results", "--batch", "nope"], env=env)
     assert result.exit_code == 1

@@ -43,6 +43,12 @@ def test_a_deadline_that_passes_exits_4(env, tmp_path):
     assert "the deadline passed first" in done.stderr
 
 
+def test_a_folder_that_does_not_exist_exits_1(env, tmp_path):
+    done = nightly(env, str(tmp_path / "typo"))
+    assert done.returncode == 1
+    assert "No path given could be used" in done.stderr
+
+
 def test_redis_down_exits_5_and_says_what_to_do(env, tmp_path):
     write(tmp_path / "in", "a.txt", "Text.")
     done = nightly(env | {"SUMMARIZE_BROKER_URL": "redis://127.0.0.1:1/0"}, str(tmp_path / "in"))

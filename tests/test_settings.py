@@ -107,6 +107,19 @@ def test_passwords_are_hidden_in_urls():
     assert redact_url("redis://:s3cret@redis:6379/0") == "redis://:***@redis:6379/0"
     assert redact_url("postgresql://app:pw@db/x") == "postgresql://app:***@db/x"
     assert redact_url("rediss://host:6380/0") == "rediss://host:6380/0"
+    assert redact_url("postgresql://db/x?user=app&password=pw&sslmode=require") == (
+        "postgresql://db/x?user=app&password=***&sslmode=require"
+    )
+    assert redact_url("mysql://app:hunter2@db/x") == "mysql://app:***@db/x"
+
+
+def test_a_refused_url_is_shown_without_its_password():
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SUMMARIZE_DATABASE_URL": "mysql://app:hunter2@db/x"})
+    assert "hunter2" not in str(refused.value)
+    assert "SUMMARIZE_DATABASE_URL='mysql://app:***@db/x' must be a SQLAlchemy URL" in str(
+        refused.value
+    )
 
 
 def test_a_relative_data_directory_is_made_absolute_for_the_database(tmp_path, monkeypatch):

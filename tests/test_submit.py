@@ -10,7 +10,9 @@ import shutil
 import pytest
 import redis
 import sqlalchemy as sa
+from click.testing import CliRunner
 
+from jobs.cli import main
 from jobs.models import batches, documents, results
 from jobs.queue import unpack
 from tests.conftest import run, write
@@ -175,6 +177,17 @@ def test_a_batch_cannot_change_its_prompt(env, db, tmp_path):
     assert result.exit_code == 1
     assert "Error: Batch 'b' was submitted with another model or prompt" in result.output
     assert "choose another --batch name" in result.output
+
+
+def test_a_path_that_does_not_exist_is_an_error_not_a_green_night(env, db, tmp_path):
+    done = CliRunner().invoke(main, ["submit", str(tmp_path / "typo")], env=env)
+
+    assert done.exit_code == 1
+    assert "paths not usable            1" in done.output
+    assert f"Error: No path given could be used ('{tmp_path / 'typo'}': " in done.output
+    assert "nothing was queued" in done.output
+    waiting = run(env, "submit", str(tmp_path / "typo"), str(write(tmp_path, "a.txt", "A.")))
+    assert waiting.exit_code == 0  # one usable path is enough: the other is reported
 
 
 def test_an_unreachable_redis_fails_fast_and_writes_no_rows(env, db, tmp_path):
