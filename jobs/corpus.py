@@ -113,8 +113,22 @@ def _broken_link(path: str) -> str:
     return "broken symlink"
 
 
+def shown(path: str) -> str:
+    """A path as it can be stored and printed: a name that is not UTF-8 (held by Python as
+    surrogates) gets its odd bytes as backslash escapes, `caf\\xe9.txt`."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path
+
+
 def read(path: str, max_bytes: int) -> Text | Unreadable:
     """Read one file as UTF-8 text, or say plainly why it cannot be summarized."""
+    if shown(path) != path:
+        return Unreadable(
+            shown(path), "file name is not UTF-8 (odd bytes shown as \\x..): rename the file"
+        )
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size

@@ -129,7 +129,7 @@ def submit(
             continue
         if found.kind == "problem":
             report.problems += 1
-            report.note(found.path, found.problem or "cannot be used")
+            report.note(corpus.shown(found.path), found.problem or "cannot be used")
             continue
         report.documents += 1
         item = corpus.read(found.path, settings.max_doc_bytes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 
@@ -177,6 +178,23 @@ def test_a_batch_cannot_change_its_prompt(env, db, tmp_path):
     assert result.exit_code == 1
     assert "Error: Batch 'b' was submitted with another model or prompt" in result.output
     assert "choose another --batch name" in result.output
+
+
+def test_a_file_name_that_is_not_utf8_gets_a_failed_row_and_the_rest_goes_on(env, db, tmp_path):
+    folder = tmp_path / "in"
+    write(folder, "good.txt", "A good document.")
+    with open(os.fsencode(folder) + b"/caf\xe9.txt", "wb") as odd:
+        odd.write(b"Text in a file whose name is Latin-1.")
+
+    done = run(env, "submit", str(folder), "--batch", "names")
+
+    assert done.exit_code == 0
+    with db.connect() as conn:
+        found = {r.source_path: r for r in conn.execute(sa.select(results))}
+    odd_row = found[f"{folder}/caf\\xe9.txt"]
+    assert odd_row.status == "failed"
+    assert "file name is not UTF-8" in odd_row.error
+    assert found[f"{folder}/good.txt"].status == "queued"
 
 
 def test_a_path_that_does_not_exist_is_an_error_not_a_green_night(env, db, tmp_path):
