@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -45,8 +46,8 @@ def connect(settings: Settings, *, readonly: bool = False, **options) -> sa.Engi
         path = url.database
         if path and path != ":memory:" and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        if readonly and path:
-            url = url.set(database=f"file:{path}?mode=ro", query={"uri": "true"})
+        if readonly and path:  # quoted: a `?` or `#` in the path must not end it early
+            url = url.set(database=f"file:{quote(path)}?mode=ro", query={"uri": "true"})
         engine = sa.create_engine(url, connect_args={"timeout": 30}, **options)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from jobs.errors import SettingsError
 from jobs.profiles import DEFAULT_PROFILE, PROFILES, Profile, with_overrides
@@ -193,7 +193,7 @@ class Settings:
                 )
             values["instruction"] = _read_prompt_file(Path(prompt_file).expanduser())
         data_dir = values.setdefault("data_dir", _default_data_dir(env))
-        values.setdefault("database_url", f"sqlite:///{Path(data_dir).resolve() / 'summarize.db'}")
+        values.setdefault("database_url", _sqlite_url(Path(data_dir).resolve() / "summarize.db"))
         return cls(**values)
 
     @classmethod
@@ -247,6 +247,12 @@ class Settings:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update({k: v for k, v in changes.items() if v is not None})
         return Settings(**values)
+
+
+def _sqlite_url(path: Path) -> str:
+    """The SQLAlchemy URL of a SQLite file, its path escaped (a `?` or `#` in it stays a path)."""
+    escaped = quote(str(path), safe="/ +@:~")
+    return f"sqlite:///{escaped}"
 
 
 def _read_prompt_file(path: Path) -> str:

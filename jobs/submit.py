@@ -86,6 +86,12 @@ def count_files(paths: Iterable[str]) -> int:
 
 def ensure_batch(engine: sa.Engine, name: str, prompt: Prompt) -> None:
     """Create the batch, or check that an existing one used the same model and prompt."""
+    longest = batches.c.name.type.length
+    if len(name) > longest:
+        raise SummarizeError(
+            f"The batch name is {len(name):,} characters long; at most {longest} fit: "
+            "choose a shorter --batch."
+        )
     with engine.begin() as conn:
         row = conn.execute(
             sa.select(batches.c.model, batches.c.prompt_hash).where(batches.c.name == name)

@@ -68,14 +68,12 @@ def _answers(url: str) -> bool:
 
 
 def _own_database(url: str) -> str:
-    """Database 15 (14, 13, … for the other pytest-xdist workers, `-n 2`): each flushes its own."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return _with_db(url, 15 - int(worker[2:]))
-
-
-def _with_db(url: str, number: int) -> str:
+    """The URL's database (15 by default), or the ones below it for the other pytest-xdist
+    workers (`-n 2`: 15 and 14), so that each flushes only its own."""
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{number}"))
+    number = int(parts.path.strip("/") or 0)
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    return urlunsplit(parts._replace(path=f"/{number - worker}"))
 
 
 @pytest.fixture(scope="session")

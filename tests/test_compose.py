@@ -65,9 +65,12 @@ def rendered(tool: list[str], env_file: Path, *extra_files: Path) -> dict:
 
 @pytest.fixture
 def env_file(tmp_path: Path) -> Path:
-    """`.env.example` copied to a temporary `.env`, as an operator starts."""
+    """`.env.example` copied to a temporary `.env` with its passwords filled in, as an operator
+    starts."""
     path = tmp_path / ".env"
     shutil.copy(ENV_EXAMPLE, path)
+    for name in SECRETS:
+        set_variable(path, name, "change-me")
     return path
 
 
@@ -111,6 +114,17 @@ def table_services(text: str) -> list[str]:
 # -- the file is valid ------------------------------------------------------------------------
 
 
+def test_docker_compose_refuses_env_example_until_its_passwords_are_filled_in(tmp_path):
+    path = tmp_path / ".env"
+    shutil.copy(ENV_EXAMPLE, path)
+
+    done = render(docker_compose(), path)
+
+    assert done.returncode != 0
+    assert "set REDIS_PASSWORD in .env (see .env.example)" in done.stderr
+    assert "change-me" not in ENV_EXAMPLE.read_text()
+
+
 def test_docker_compose_accepts_the_file_with_env_example(env_file):
     config = rendered(docker_compose(), env_file)
 
@@ -143,8 +157,9 @@ def test_redis_keeps_every_message_and_wants_a_password(config):
     assert "--appendonly yes" in command
     assert "--maxmemory-policy noeviction" in command
     assert "--requirepass change-me" in command
-    assert "redis-cli" in " ".join(redis["healthcheck"]["test"])
-    assert " ping" in " ".join(redis["healthcheck"]["test"])
+    healthcheck = " ".join(redis["healthcheck"]["test"])
+    assert "redis-cli" in healthcheck and " ping" in healthcheck
+    assert "REDISCLI_AUTH=" in healthcheck and " -a " not in healthcheck  # not visible in `ps`
     assert "redis:/data:rw" in redis["volumes"]
     assert redis["restart"] == "unless-stopped"
 

@@ -24,6 +24,7 @@ from jobs.dashboard.app import LOOPBACK_NAMES, create_app
 from jobs.dashboard.queries import open_readonly
 from jobs.errors import SummarizeError
 from jobs.models import results
+from jobs.settings import Settings
 from jobs.views import batch_stats
 from tests.batches import durations, submit, summarize_queued
 from tests.stack import SUMMARIZE
@@ -157,6 +158,17 @@ def test_the_dashboards_engine_refuses_to_write(settings, week):
     engine.dispose()
     with week.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(results)).scalar() == 21
+
+
+def test_a_database_path_with_a_question_mark_is_still_opened_read_only(tmp_path):
+    settings = Settings.from_env({"SUMMARIZE_DATA_DIR": str(tmp_path / "odd?mode=rwc#x")})
+    database.ready(settings).dispose()
+
+    engine = open_readonly(settings)
+    with pytest.raises(sa.exc.DBAPIError, match="(?i)read-?only"), engine.begin() as conn:
+        conn.execute(results.delete())
+    engine.dispose()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["odd?mode=rwc#x"]  # nothing else made
 
 
 def test_the_dashboard_does_not_create_a_database_that_is_not_there(env, settings):
@@ -312,6 +324,12 @@ def test_the_page_shows_the_batches_charts_and_a_batchs_documents_in_chromium(
             expect(wednesday.nth(3)).to_have_text("2", timeout=15_000)  # succeeded
             expect(wednesday.nth(5)).to_have_text("0")  # pending
             expect(page.locator("#updated")).to_contain_text("nothing running", timeout=15_000)
+
+            # A malformed address opens no batch, and the page loads all the same.
+            page.goto(server + "#batch=%E0%A4%A")
+            page.reload()
+            expect(page.locator('#batches tr[data-batch="tuesday"]')).to_be_visible()
+            expect(page.locator("#detail")).to_be_hidden()
         finally:
             browser.close()
     assert problems == []

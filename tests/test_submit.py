@@ -197,6 +197,15 @@ def test_a_file_name_that_is_not_utf8_gets_a_failed_row_and_the_rest_goes_on(env
     assert found[f"{folder}/good.txt"].status == "queued"
 
 
+def test_a_batch_name_too_long_for_its_column_is_refused_with_the_limit(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "A.")
+    done = CliRunner().invoke(main, ["submit", str(tmp_path / "in"), "--batch", "n" * 201], env=env)
+    assert done.exit_code == 1
+    assert done.output.endswith(
+        "Error: The batch name is 201 characters long; at most 200 fit: choose a shorter --batch.\n"
+    )
+
+
 def test_a_path_that_does_not_exist_is_an_error_not_a_green_night(env, db, tmp_path):
     done = CliRunner().invoke(main, ["submit", str(tmp_path / "typo")], env=env)
 

@@ -308,7 +308,15 @@ function start() {
   Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
   document.getElementById("detail-close").addEventListener("click", () => selectBatch(null));
   const match = location.hash.match(/^#batch=(.+)$/);
-  if (match) selectBatch(decodeURIComponent(match[1]));
+  if (match) {
+    let name = null;
+    try {
+      name = decodeURIComponent(match[1]);
+    } catch (error) {
+      // a malformed address (#batch=%E0%A4%A) opens no batch; the page still loads
+    }
+    if (name) selectBatch(name);
+  }
   refresh();
 }
 
