@@ -14,7 +14,9 @@ import hashlib
 import importlib.util
 import logging
 import os
+import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,12 +34,28 @@ _SOCKET_PATH_MAX = 100  # unix socket paths are limited to about 107 bytes
 
 
 def socket_path(settings: Settings) -> Path:
-    """The embedded server's socket: in the data directory, or under /tmp when that path is long."""
+    """The embedded server's socket: in the data directory, or, when that path is too long for
+    a socket, in a folder of this user's own under the temporary directory."""
     path = settings.broker_socket
     if len(str(path)) <= _SOCKET_PATH_MAX:
         return path
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    return Path("/tmp") / f"summarize-{digest}.sock"
+    return _private_folder() / f"{digest}.sock"
+
+
+def _private_folder() -> Path:
+    """/tmp/summarize-UID, made with mode 700; refused if someone else made it or can enter it."""
+    folder = Path(tempfile.gettempdir()) / f"summarize-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    found = os.lstat(folder)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise BrokerUnavailable(
+            f"{folder} (for the embedded Redis's socket, as the data directory's path is too "
+            "long for one) belongs to another user or is open to others: remove it, or use a "
+            "shorter SUMMARIZE_DATA_DIR."
+        )
+    return folder
 
 
 def celery_url(settings: Settings) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 from click.testing import CliRunner
 
@@ -70,9 +73,21 @@ def test_a_long_data_directory_path_still_gets_a_working_socket(tmp_path):
     try:
         with broker.session(settings) as client:
             assert client.ping()
-        assert len(str(broker.socket_path(settings))) <= 100
+        socket = broker.socket_path(settings)
+        assert len(str(socket)) <= 100
+        assert socket.parent.name == f"summarize-{os.getuid()}"  # not a name anyone can guess
+        assert socket.parent.stat().st_mode & 0o777 == 0o700
     finally:
         broker.EmbeddedRedis(settings).stop()
+
+
+def test_a_socket_folder_others_can_enter_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / f"summarize-{os.getuid()}").mkdir(mode=0o777)
+    os.chmod(tmp_path / f"summarize-{os.getuid()}", 0o777)  # made by someone else, say
+    settings = Settings.from_env({"SUMMARIZE_DATA_DIR": str(tmp_path / ("d" * 60) / ("e" * 60))})
+    with pytest.raises(broker.BrokerUnavailable, match="is open to others: remove it"):
+        broker.socket_path(settings)
 
 
 def test_an_embedded_server_that_cannot_start_says_where_its_log_is(tmp_path, monkeypatch):
