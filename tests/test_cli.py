@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -47,3 +48,20 @@ def test_the_producer_side_imports_neither_vllm_nor_torch_nor_celery():
     code = "import sys, jobs.cli, jobs.submit, jobs.status; print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'torch', 'celery')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_model_neither_here_nor_on_the_hub_ends_the_worker_with_the_fix_not_a_traceback(env):
+    missing = "summarize-tests/no-such-model-0"
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "worker", "--burst"],
+        env=os.environ | env | {"SUMMARIZE_MODEL": missing},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert f"Error: SUMMARIZE_MODEL='{missing}' is not a model folder, not in the Hugging Face" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr + done.stdout

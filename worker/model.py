@@ -38,7 +38,7 @@ def resolve(settings: Settings) -> str:
             return str(local.resolve())
         if settings.model.startswith((".", "/", "~")):
             raise ModelMissing(f"SUMMARIZE_MODEL={settings.model!r} does not exist.")
-        return settings.model
+        return _reachable(settings.model)
     folder = settings.default_model_dir
     if not (folder / "config.json").exists():
         raise ModelMissing(
@@ -47,6 +47,26 @@ def resolve(settings: Settings) -> str:
             "Hugging Face model id."
         )
     return str(folder)
+
+
+def _reachable(model_id: str) -> str:
+    """A Hugging Face model id that is in the local cache, or that the hub has; else the fix."""
+    from huggingface_hub import model_info, try_to_load_from_cache
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    if isinstance(try_to_load_from_cache(model_id, "config.json"), str):
+        return model_id
+    try:
+        model_info(model_id, timeout=10)
+    except Exception as exc:  # noqa: BLE001 - offline, no such model, gated: all say the same fix
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelMissing(
+            f"SUMMARIZE_MODEL={model_id!r} is not a model folder, not in the Hugging Face cache "
+            f"({HF_HUB_CACHE}), and the Hugging Face hub did not give it ({reason[:200]}): "
+            "set SUMMARIZE_MODEL to a local model folder, fetch the model where the hub can be "
+            "reached, or unset it to use the bundled default (`summarize model fetch`)."
+        ) from None
+    return model_id
 
 
 def fetch(settings: Settings, say: Callable[[str], None] = print) -> Path:
