@@ -52,6 +52,16 @@ def as_grafana_sends_it(sql: str) -> str:
 def dashboards_role(database_url):
     """The init script run as the postgres image runs it: on the empty database, before the
     migrations. The role is dropped again afterwards (roles belong to the whole server)."""
+    yield make_role(database_url)
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP OWNED BY dashboards"))
+        conn.execute(sa.text("DROP ROLE dashboards"))
+    engine.dispose()
+
+
+def make_role(database_url: str) -> str:
+    """Run the init script; returns the role's URL."""
     url = make_url(database_url)
     env = os.environ | {
         "POSTGRES_USER": url.username,
@@ -64,13 +74,17 @@ def dashboards_role(database_url):
         ["bash", str(ROLE_SCRIPT)], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    role_url = url.set(username="dashboards").render_as_string(hide_password=False)
-    yield role_url
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        conn.execute(sa.text("DROP OWNED BY dashboards"))
-        conn.execute(sa.text("DROP ROLE dashboards"))
-    engine.dispose()
+    return url.set(username="dashboards").render_as_string(hide_password=False)
+
+
+def assert_reads_results_and_views_but_no_texts(role_url: str) -> None:
+    grafana = sa.create_engine(role_url, poolclass=sa.pool.NullPool)
+    with grafana.connect() as conn:
+        conn.execute(sa.text("SELECT summary, source_path FROM results")).all()
+        conn.execute(sa.text("SELECT * FROM batch_stats, daily_stats, failures")).all()
+    with grafana.connect() as conn, pytest.raises(sa.exc.DBAPIError, match="permission denied"):
+        conn.execute(sa.text("SELECT body FROM documents"))
+    grafana.dispose()
 
 
 @only_postgresql
@@ -136,6 +150,20 @@ def test_the_dashboards_role_runs_every_query_and_can_write_nothing(
         with pytest.raises(sa.exc.DBAPIError, match="permission denied for schema public"):
             conn.execute(sa.text("CREATE TABLE mine (id integer)"))
     grafana.dispose()
+    assert_reads_results_and_views_but_no_texts(dashboards_role)
     with db.connect() as conn:
         assert conn.execute(sa.text("SELECT COUNT(*) FROM results")).scalar() == 21
     db.dispose()
+
+
+@only_postgresql
+def test_a_role_made_after_the_tables_gets_the_same_grants(settings, database_url):
+    db = database.connect(settings)
+    database.ensure_schema(settings, db)
+    try:
+        assert_reads_results_and_views_but_no_texts(make_role(database_url))
+    finally:
+        with db.begin() as conn:
+            conn.execute(sa.text("DROP OWNED BY dashboards"))
+            conn.execute(sa.text("DROP ROLE dashboards"))
+        db.dispose()

@@ -10,6 +10,10 @@
   every row of the batch. The expression is the one migration 0003 times rows
   with; `jobs/views.document_seconds` spells it for readers, and the query must
   match it word for word to use the index (tests/test_retention.py checks the plan).
+- PostgreSQL: `grant_dashboards()`, the one place that says what the read-only `dashboards`
+  role may read: `results`, `batches` and the three views, never `documents` (the texts).
+  It runs here when the role exists, from deploy/postgres/init/10-dashboards-role.sh when
+  the role is made after the tables, and again from any migration that recreates a view.
 
 Revision ID: 0004
 Revises: 0003
@@ -64,6 +68,21 @@ def _body_nullable(nullable: bool) -> None:
     bind.exec_driver_sql("PRAGMA writable_schema = OFF")
 
 
+READABLE = ("results", "batches", "batch_stats", "daily_stats", "failures")
+GRANT_DASHBOARDS = f"""
+CREATE OR REPLACE FUNCTION grant_dashboards() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'dashboards') THEN
+        ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE SELECT ON TABLES FROM dashboards;
+        REVOKE ALL ON ALL TABLES IN SCHEMA public FROM dashboards;
+        GRANT SELECT ON {", ".join(READABLE)} TO dashboards;
+    END IF;
+END
+$$;
+SELECT grant_dashboards();
+"""
+
+
 def upgrade() -> None:
     dialect = op.get_bind().dialect.name
     _body_nullable(True)
@@ -72,9 +91,13 @@ def upgrade() -> None:
         f"CREATE INDEX ix_results_slowest ON results (batch, ({seconds(dialect)})) "
         f"WHERE {GENERATED}"
     )
+    if dialect == "postgresql":
+        op.execute(GRANT_DASHBOARDS)
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP FUNCTION IF EXISTS grant_dashboards()")
     op.drop_index("ix_results_slowest", table_name="results")
     op.drop_index(op.f("ix_results_content_hash"), table_name="results")
     op.execute("UPDATE documents SET body = '' WHERE body IS NULL")

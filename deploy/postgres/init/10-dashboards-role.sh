@@ -3,8 +3,9 @@
 #
 # The official postgres image runs this once, from /docker-entrypoint-initdb.d, when it
 # initializes an empty data directory, as POSTGRES_USER: the user summarize connects as,
-# whose migrations later create the tables and views. So besides SELECT on what exists
-# now, the role gets SELECT by default on every table and view that user creates later.
+# whose migrations later create the tables and views and grant the role SELECT on `results`,
+# `batches` and the dashboard views: never on `documents` (the texts). Run after the tables
+# exist, this script grants the same at once, through the migrations' grant_dashboards().
 # It can read; it cannot write, and its sessions are read-only even if granted more.
 #
 # Run by hand against an existing database (PGHOST etc. as for psql):
@@ -27,7 +28,7 @@ ALTER ROLE dashboards WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATI
 ALTER ROLE dashboards SET default_transaction_read_only = on;
 GRANT CONNECT ON DATABASE :"database" TO dashboards;
 GRANT USAGE ON SCHEMA public TO dashboards;
-GRANT SELECT ON ALL TABLES IN SCHEMA public TO dashboards;
-ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA public GRANT SELECT ON TABLES TO dashboards;
+SELECT 'SELECT public.grant_dashboards()' WHERE to_regprocedure('public.grant_dashboards()') IS NOT NULL
+\gexec
 SQL
 echo "Created the read-only role dashboards in database $database."
