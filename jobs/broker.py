@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -56,6 +57,27 @@ def _private_folder() -> Path:
             "shorter SUMMARIZE_DATA_DIR."
         )
     return folder
+
+
+def certificate_checks(settings: Settings) -> str | None:
+    """For a TLS broker (`rediss://`): what its URL asks of the server's certificate, `required`
+    unless `ssl_cert_reqs` says otherwise. None for a broker without TLS."""
+    if settings.embedded_broker or urlsplit(settings.broker_url).scheme != "rediss":
+        return None
+    asked = parse_qs(urlsplit(settings.broker_url).query).get("ssl_cert_reqs", ["required"])
+    return asked[-1].lower().removeprefix("cert_")
+
+
+def unchecked_certificates(settings: Settings) -> str | None:
+    """Why a TLS broker's certificate is not verified, for `doctor`; None when it is."""
+    asked = certificate_checks(settings)
+    if asked is None or asked == "required":
+        return None
+    return (
+        f"ssl_cert_reqs={asked} in SUMMARIZE_BROKER_URL: the Redis server's certificate is not "
+        "verified, so anyone on the path can pose as it; remove it (certificates are then "
+        "required) and give ssl_ca_certs=/path/to/ca.pem if the server's CA is your own"
+    )
 
 
 def celery_url(settings: Settings) -> str:

@@ -99,6 +99,9 @@ def check_redis(settings: Settings) -> Check:
         f"{broker.describe(settings)}, Redis {info.get('redis_version')}, "
         f"{waiting:,} messages (chunks of documents) waiting in {settings.queue!r}"
     )
+    unchecked = broker.unchecked_certificates(settings)
+    if unchecked:
+        return Check("redis", False, f"{found}; {unchecked}")
     policy = config.get("maxmemory-policy")
     if policy and policy != "noeviction":
         return Check(

@@ -18,8 +18,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import ssl
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
+from urllib.parse import parse_qs, urlsplit
 
 import redis
 
@@ -91,7 +93,18 @@ def transport_options(settings: Settings) -> dict:
 
 
 def celery_config(settings: Settings) -> dict:
-    """What the producer and the worker agree on: JSON only, late acknowledgement, no results."""
+    """What the producer and the worker agree on: JSON only, late acknowledgement, no results.
+    A TLS broker's certificate is verified unless its URL says otherwise (kombu alone would
+    connect to `rediss://` without checking it)."""
+    config = _celery_config(settings)
+    if broker.certificate_checks(settings) == "required":  # the URL's other ssl_* options kept
+        asked = parse_qs(urlsplit(settings.broker_url).query)
+        options = {k: v[-1] for k, v in asked.items() if k.startswith("ssl_")}
+        config["broker_use_ssl"] = options | {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return config
+
+
+def _celery_config(settings: Settings) -> dict:
     return {
         "broker_url": broker.celery_url(settings),
         "broker_transport_options": transport_options(settings),

@@ -87,7 +87,8 @@ def _database_url(raw: str) -> str:
 def _broker_url(raw: str) -> str:
     if urlsplit(raw).scheme not in ("redis", "rediss", "redis+socket", "unix"):
         raise ValueError(
-            "must be a Redis URL such as redis://:password@host:6379/0 or rediss://host:6380/0; "
+            "must be a Redis URL such as redis://:password@host:6379/0, or for TLS "
+            "rediss://:password@host:6380/0?ssl_ca_certs=/path/to/ca.pem; "
             "unset it to use the embedded Redis"
         )
     return raw

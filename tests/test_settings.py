@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,30 @@ def test_fewer_batched_tokens_than_sequences_is_refused():
 @pytest.mark.parametrize("name", ["throughput", "latency", "long-context"])
 def test_every_profile_as_shipped_is_valid(name):
     assert Settings.from_env({"SUMMARIZE_PROFILE": name}).profile.problems() == []
+
+
+def test_a_tls_broker_is_verified_by_default_on_the_celery_side_too():
+    from jobs import broker, queue
+
+    def tls(url: str) -> Settings:
+        return Settings.from_env({"SUMMARIZE_BROKER_URL": url})
+
+    plain = queue.celery_config(tls("rediss://:pw@redis.example.com:6380/0?ssl_ca_certs=/ca.pem"))
+    assert plain["broker_use_ssl"] == {
+        "ssl_ca_certs": "/ca.pem",
+        "ssl_cert_reqs": ssl.CERT_REQUIRED,
+    }
+    assert broker.unchecked_certificates(tls("rediss://redis.example.com:6380/0")) is None
+
+    off = tls("rediss://redis.example.com:6380/0?ssl_cert_reqs=none")
+    assert "broker_use_ssl" not in queue.celery_config(off)  # the URL said so: kombu reads it
+    assert "ssl_cert_reqs=none in SUMMARIZE_BROKER_URL: the Redis server's certificate is not " in (
+        broker.unchecked_certificates(off)
+    )
+    assert "broker_use_ssl" not in queue.celery_config(tls("redis://redis.example.com:6379/0"))
+
+
+def test_the_broker_url_example_for_tls_names_a_ca_not_a_bare_rediss():
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SUMMARIZE_BROKER_URL": "amqp://x"})
+    assert "rediss://:password@host:6380/0?ssl_ca_certs=/path/to/ca.pem" in str(refused.value)
