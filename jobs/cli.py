@@ -65,8 +65,20 @@ def main() -> None:
     metavar="SECONDS",
     help="With --wait: give up waiting after this long (exit status 4).",
 )
+@click.option(
+    "--follow-links",
+    is_flag=True,
+    help="Follow symlinks that lead outside the folders given (by default they are refused).",
+)
 @click.pass_context
-def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, timeout) -> None:
+def submit(
+    ctx,
+    paths: tuple[str, ...],
+    batch_name: str | None,
+    wait: bool,
+    timeout,
+    follow_links: bool,
+) -> None:
     """Queue the .txt and .md files under PATHS for summarizing.
 
     Folders are walked recursively. A document summarized before with the same
@@ -86,11 +98,13 @@ def submit(ctx, paths: tuple[str, ...], batch_name: str | None, wait: bool, time
     name = batch_name or submitting.default_batch_name(paths)
     engine = database.ready(settings)
     with broker.session(settings) as client:
-        total = submitting.count_files(paths)
+        total = submitting.count_files(paths, follow_links)
         with click.progressbar(
             length=total, label=f"Submitting {name}", file=sys.stderr, show_pos=True, show_eta=False
         ) as bar:
-            report = submitting.submit(settings, engine, client, paths, name, lambda: bar.update(1))
+            report = submitting.submit(
+                settings, engine, client, paths, name, lambda: bar.update(1), follow_links
+            )
         _print_report(report, settings)
         if report.nothing_usable:
             raise SummarizeError(

@@ -18,11 +18,15 @@ SUFFIXES = (".txt", ".md")
 
 @dataclass(frozen=True)
 class Found:
-    """One thing the walk met: a candidate document, a file it skips, or a path it cannot use."""
+    """One thing the walk met: a candidate document, a file it skips, or a path it cannot use.
+
+    A document reached through a symlink has the link's path and the file it leads to
+    (`target`), which is what gets opened."""
 
     path: str
     kind: str  # "document", "skipped" (not .txt/.md) or "problem"
-    problem: str | None = None
+    problem: str | None = None  # for a problem, or a document refused before it is read
+    target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,21 @@ class Unreadable:
     reason: str
 
 
-def walk(paths: Iterable[str | os.PathLike]) -> Iterator[Found]:
-    """Every file under `paths`, recursively, in a stable order; symlinks followed, loops reported."""
+OUTSIDE = (
+    "a symlink to {target}, outside the folder given: not followed (--follow-links follows it)"
+)
+WALKED = "a second way into a folder walked already: walked once"
+LOOP = "symlink loop: it points back to a folder above it"
+
+
+def walk(paths: Iterable[str | os.PathLike], follow_links: bool = False) -> Iterator[Found]:
+    """Every file under `paths`, in a stable order, without recursion; each folder walked once.
+
+    Symlinks are followed while they stay inside the path given (anywhere with
+    `follow_links`); a link that leaves it, a loop, or a second way into a folder already
+    walked is reported, never walked again, so a tree of links cannot multiply its files.
+    """
+    visited: set[tuple[int, int]] = set()
     for given in paths:
         path = os.path.abspath(os.fspath(given))
         try:
@@ -52,47 +69,84 @@ def walk(paths: Iterable[str | os.PathLike]) -> Iterator[Found]:
         except OSError as exc:
             yield Found(path, "problem", _stat_problem(exc))
             continue
-        if stat.S_ISDIR(info.st_mode):
-            yield from _walk_dir(path, {(info.st_dev, info.st_ino)})
-        else:
-            yield _classify(path)
+        if not stat.S_ISDIR(info.st_mode):
+            yield _classify(path, os.path.realpath(path))
+            continue
+        root = os.path.realpath(path)
+        visited.add((info.st_dev, info.st_ino))
+        listings = [_listing(path)]  # a stack instead of recursion: any depth is fine
+        while listings:
+            entry = next(listings[-1], None)
+            if entry is None:
+                listings.pop()
+            elif isinstance(entry, Found):
+                yield entry
+            else:
+                seen = _look(entry, root, follow_links, visited)
+                if isinstance(seen, Found):
+                    yield seen
+                else:
+                    listings.append(_listing(seen))
 
 
-def _walk_dir(path: str, ancestors: set[tuple[int, int]]) -> Iterator[Found]:
+def _listing(folder: str) -> Iterator[os.DirEntry | Found]:
     try:
-        with os.scandir(path) as it:
+        with os.scandir(folder) as it:
             entries = sorted(it, key=lambda e: e.name)
     except OSError as exc:
-        yield Found(path, "problem", f"folder cannot be read ({exc.strerror})")
-        return
-    for entry in entries:
-        try:
-            is_dir = entry.is_dir(follow_symlinks=True)
-        except OSError as exc:
-            yield Found(entry.path, "problem", _stat_problem(exc))
-            continue
-        if not is_dir:
-            if entry.is_symlink() and not os.path.exists(entry.path):
-                yield Found(entry.path, "problem", _broken_link(entry.path))
-            else:
-                yield _classify(entry.path)
-            continue
-        try:
-            info = entry.stat(follow_symlinks=True)
-        except OSError as exc:
-            yield Found(entry.path, "problem", _stat_problem(exc))
-            continue
-        key = (info.st_dev, info.st_ino)
-        if key in ancestors:
-            yield Found(entry.path, "problem", "symlink loop: it points back to a folder above it")
-            continue
-        yield from _walk_dir(entry.path, ancestors | {key})
+        return iter([Found(folder, "problem", f"folder cannot be read ({exc.strerror})")])
+    return iter(entries)
 
 
-def _classify(path: str) -> Found:
-    if path.lower().endswith(SUFFIXES):
-        return Found(path, "document")
+def _look(entry: os.DirEntry, root: str, follow_links: bool, visited: set) -> Found | str:
+    """What one entry is: a file or a problem (as Found), or a folder to walk (its path)."""
+    target = entry.path
+    if entry.is_symlink():
+        target = os.path.realpath(entry.path)
+        try:
+            os.stat(entry.path)
+        except OSError:
+            return Found(entry.path, "problem", _broken_link(entry.path))
+        if not follow_links and not _inside(target, root):
+            refusal = OUTSIDE.format(target=target)
+            return Found(entry.path, "document" if _is_document(entry.path) else "problem", refusal)
+    try:
+        info = entry.stat(follow_symlinks=True)
+    except OSError as exc:
+        return Found(entry.path, "problem", _stat_problem(exc))
+    if not stat.S_ISDIR(info.st_mode):
+        return _classify(entry.path, target)
+    if (info.st_dev, info.st_ino) in visited:
+        above = _inside(os.path.realpath(os.path.dirname(entry.path)), target)
+        return Found(entry.path, "problem", LOOP if above else WALKED)
+    visited.add((info.st_dev, info.st_ino))
+    return entry.path
+
+
+def _inside(target: str, root: str) -> bool:
+    return target == root or target.startswith(root.rstrip("/") + "/")
+
+
+def _is_document(path: str) -> bool:
+    return path.lower().endswith(SUFFIXES)
+
+
+def _classify(path: str, target: str) -> Found:
+    if _is_document(path):
+        return Found(path, "document", target=target if target != path else None)
     return Found(path, "skipped")
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def _stat_problem(exc: OSError) -> str:
@@ -123,15 +177,27 @@ def shown(path: str) -> str:
     return path
 
 
-def read(path: str, max_bytes: int) -> Text | Unreadable:
-    """Read one file as UTF-8 text, or say plainly why it cannot be summarized."""
+def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreadable:
+    """Read one file as UTF-8 text, or say plainly why it cannot be summarized.
+
+    The file (`target`, for a link) is opened without following a symlink and without
+    waiting, and must be a regular file: a FIFO or a device is refused, never read."""
     if shown(path) != path:
         return Unreadable(
             shown(path), "file name is not UTF-8 (odd bytes shown as \\x..): rename the file"
         )
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        fd = os.open(target or path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Unreadable(path, "a symlink where a file was expected: not followed")
+        return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
+    try:
+        with open(fd, "rb", closefd=True) as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return Unreadable(path, f"not a regular file ({_kind(info.st_mode)}): not read")
+            size = info.st_size
             if size > max_bytes:
                 return Unreadable(
                     path,

@@ -79,9 +79,9 @@ def default_batch_name(paths: Iterable[str]) -> str:
     return f"{stem}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-def count_files(paths: Iterable[str]) -> int:
+def count_files(paths: Iterable[str], follow_links: bool = False) -> int:
     """How many .txt/.md files a submit of `paths` will read (a quick first pass, for progress)."""
-    return sum(1 for found in corpus.walk(paths) if found.kind == "document")
+    return sum(1 for found in corpus.walk(paths, follow_links) if found.kind == "document")
 
 
 def ensure_batch(engine: sa.Engine, name: str, prompt: Prompt) -> None:
@@ -122,6 +122,7 @@ def submit(
     paths: Iterable[str],
     batch: str,
     on_file: Callable[[], None] = lambda: None,
+    follow_links: bool = False,
 ) -> SubmitReport:
     """Record `paths` as rows of `batch` and queue every document that needs a summary."""
     prompt = Prompt.from_settings(settings)
@@ -129,7 +130,7 @@ def submit(
     report = SubmitReport(batch)
     chunk: list[Text | Unreadable] = []
     chunk_bytes = 0
-    for found in corpus.walk(paths):
+    for found in corpus.walk(paths, follow_links):
         if found.kind == "skipped":
             report.skipped += 1
             continue
@@ -138,7 +139,10 @@ def submit(
             report.note(corpus.shown(found.path), found.problem or "cannot be used")
             continue
         report.documents += 1
-        item = corpus.read(found.path, settings.max_doc_bytes)
+        if found.problem:  # refused before reading: a link that leaves the folder given
+            item = Unreadable(corpus.shown(found.path), found.problem)
+        else:
+            item = corpus.read(found.path, settings.max_doc_bytes, found.target)
         chunk.append(item)
         chunk_bytes += item.size_bytes if isinstance(item, Text) else 0
         on_file()

@@ -98,3 +98,68 @@ def test_unusual_file_names_are_walked_and_read(tmp_path, name):
     (found,) = corpus.walk([tmp_path])
     assert found.path == str(tmp_path / name)
     assert corpus.read(found.path, 100).body == "content"
+
+
+def test_a_symlink_that_leaves_the_folder_given_is_refused_unless_links_are_followed(tmp_path):
+    write(tmp_path, "secret/passwords.txt", "hunter2")
+    write(tmp_path, "corpus/a.txt", "a")
+    os.symlink(tmp_path / "secret" / "passwords.txt", tmp_path / "corpus" / "notes.txt")
+    os.symlink(tmp_path / "secret", tmp_path / "corpus" / "elsewhere")
+    os.symlink(tmp_path / "corpus" / "a.txt", tmp_path / "corpus" / "same.txt")  # stays inside
+
+    found = {os.path.basename(f.path): f for f in corpus.walk([tmp_path / "corpus"])}
+
+    assert found["notes.txt"].kind == "document"  # a .txt: it gets a failed row saying why
+    assert found["notes.txt"].problem == (
+        f"a symlink to {tmp_path}/secret/passwords.txt, outside the folder given: not followed "
+        "(--follow-links follows it)"
+    )
+    assert found["elsewhere"].kind == "problem"
+    assert found["same.txt"].problem is None
+    assert corpus.read(found["same.txt"].path, 100, found["same.txt"].target).body == "a"
+    followed = [os.path.basename(f.path) for f in corpus.walk([tmp_path / "corpus"], True)]
+    assert followed == ["a.txt", "passwords.txt", "notes.txt", "same.txt"]
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    os.mkfifo(tmp_path / "pipe.txt")
+
+    (found,) = corpus.walk([tmp_path])
+    item = corpus.read(found.path, 1000, found.target)
+
+    assert item.reason == "not a regular file (a FIFO): not read"
+
+
+def test_pairs_of_folder_links_cannot_multiply_the_files(tmp_path):
+    folder = tmp_path / "tree"
+    write(folder, "doc.txt", "one document")
+    level = folder
+    for i in range(14):  # each level links twice to the level above: 2^14 paths to doc.txt
+        nxt = level / f"level{i}"
+        nxt.mkdir()
+        os.symlink(level, nxt / "left")
+        os.symlink(level, nxt / "right")
+        level = nxt
+
+    found = list(corpus.walk([folder]))
+
+    assert [f.path for f in found if f.kind == "document"] == [str(folder / "doc.txt")]
+    assert len(found) == 1 + 2 * 14  # the file, and each link reported once
+
+
+def test_a_tree_deeper_than_pythons_recursion_limit_is_walked(tmp_path):
+    deep = tmp_path
+    for _ in range(1500):  # os.makedirs would itself recurse too deep
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "bottom.txt").write_text("found")
+
+    try:
+        (found,) = corpus.walk([tmp_path])
+        assert found.path == str(deep / "bottom.txt")
+    finally:  # pytest's clean-up (shutil.rmtree) recurses too deep for it: take it down here
+        (deep / "bottom.txt").unlink()
+        while deep != tmp_path:
+            deep.rmdir()
+            deep = deep.parent

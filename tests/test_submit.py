@@ -206,6 +206,24 @@ def test_a_batch_name_too_long_for_its_column_is_refused_with_the_limit(env, db,
     )
 
 
+def test_a_link_out_of_the_folder_is_a_failed_row_and_a_line_not_a_document(env, db, tmp_path):
+    write(tmp_path / "private", "key.txt", "not for summarizing")
+    write(tmp_path / "in", "a.txt", "A.")
+    os.symlink(tmp_path / "private" / "key.txt", tmp_path / "in" / "notes.txt")
+
+    done = run(env, "submit", str(tmp_path / "in"), "--batch", "links")
+
+    assert "outside the folder given: not followed (--follow-links follows it)" in done.output
+    with db.connect() as conn:
+        found = {r.source_path: r for r in conn.execute(sa.select(results))}
+        texts = conn.execute(sa.select(documents.c.body)).scalars().all()
+    assert found[f"{tmp_path}/in/notes.txt"].status == "failed"
+    assert "not for summarizing" not in texts
+    followed = run(env, "submit", str(tmp_path / "in"), "--batch", "links2", "--follow-links")
+    assert "queued                      1" in followed.output  # a.txt: queued before
+    assert "failed to read              0" in followed.output
+
+
 def test_a_path_that_does_not_exist_is_an_error_not_a_green_night(env, db, tmp_path):
     done = CliRunner().invoke(main, ["submit", str(tmp_path / "typo")], env=env)
 
