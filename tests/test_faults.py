@@ -183,6 +183,28 @@ def test_a_poison_document_is_failed_after_the_limit_and_the_rest_succeed(
     )
 
 
+def _json_envelope(body: str, queue: str, task_id: str) -> dict:
+    """A Celery message as kombu's Redis transport stores it, with a JSON body of our making."""
+    return {
+        "body": base64.b64encode(body.encode()).decode(),
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {
+            "lang": "py",
+            "task": "summarize.chunk",
+            "id": task_id,
+            "root_id": task_id,
+            "retries": 0,
+            "timelimit": [None, None],
+        },
+        "properties": {
+            "delivery_tag": f"{task_id}-tag",
+            "body_encoding": "base64",
+            "delivery_info": {"exchange": "", "routing_key": queue},
+        },
+    }
+
+
 class Exploit:
     """Unpickling this creates a file: proof that a pickled message was executed."""
 
@@ -227,6 +249,10 @@ def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, 
         },
     }
     client.lpush(queue_name, json.dumps(envelope))
+    forgeries = [[["a" * 64]], 7, None, "not keys", ["x" * 43], [{"key": 1}]]
+    for i, keys in enumerate(forgeries):  # JSON, well formed, with keys no chunk can have
+        forged = json.dumps([[], {"keys": keys}, {"callbacks": None, "errbacks": None}])
+        client.lpush(queue_name, json.dumps(_json_envelope(forged, queue_name, f"forged-{i}")))
 
     submitted = cli(env, "submit", str(corpus), "--batch", "outage")
     assert submitted.returncode == 0, submitted.stderr
@@ -247,6 +273,7 @@ def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, 
         worker.signal(signal.SIGTERM)
         assert worker.wait(120) == 0, worker.tail()
         log = worker.log_path.read_text(errors="replace")
+        left = server.client().llen(queue_name)
     finally:
         worker.kill()
         server.stop()
@@ -257,6 +284,9 @@ def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, 
     assert len({r.source_path for r in final}) == 63
     assert not marker.exists()
     assert "Refusing to deserialize untrusted content of type pickle" in log
+    # each forged chunk was rejected alone, without requeue, and the one worker lived on
+    assert len(re.findall(r"rejected message forged-\d", log)) == len(forgeries)
+    assert left == 0  # rejected, not delivered again
     assert "s3cret-pw" not in log
     status = cli(env | {"SUMMARIZE_DATABASE_URL": POSTGRES_URL}, "status", "outage")
     assert "s3cret-pw" not in status.stdout + status.stderr
