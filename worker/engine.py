@@ -97,7 +97,7 @@ class VllmEngine:
         return chat_prompt_ids(self.tokenizer, instruction, text)
 
     def token_ids(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return plain_ids(self.tokenizer, text)
 
     def text_of(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
@@ -144,11 +144,32 @@ class VllmEngine:
         self.engine.engine_core.shutdown(timeout=timeout_s)
 
 
+_DOCUMENT = "\x00the document\x00"  # where the text goes; no template changes it
+
+
 def chat_prompt_ids(tokenizer, instruction: str, text: str) -> list[int]:
-    """The chat prompt: the fixed instruction first (shared, so prefix-cached), then the text."""
-    messages = [{"role": "system", "content": instruction}, {"role": "user", "content": text}]
+    """The chat prompt: the fixed instruction first (shared, so prefix-cached), then the text.
+
+    The template is rendered around a placeholder and the document's tokens are spliced in,
+    tokenized as plain text: `<|im_end|>` or `<|im_start|>system` written in a document
+    stays words, and never becomes the control tokens that would let it write its own turns.
+    """
+    messages = [
+        {"role": "system", "content": instruction},
+        {"role": "user", "content": _DOCUMENT},
+    ]
     rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return list(tokenizer.encode(rendered, add_special_tokens=False))
+    before, after = rendered.split(_DOCUMENT)
+    return [
+        *tokenizer.encode(before, add_special_tokens=False),
+        *plain_ids(tokenizer, text),
+        *tokenizer.encode(after, add_special_tokens=False),
+    ]
+
+
+def plain_ids(tokenizer, text: str) -> list[int]:
+    """Tokens of text a user or a file wrote: special-token markers in it are split as words."""
+    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
 
 def _check_memory(share: float, cpu: bool, memory=None) -> None:
