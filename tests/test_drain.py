@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from jobs.models import results
+from jobs.models import results, utcnow
 from tests.batches import submitted
 from tests.fakes import FakeEngine
 from worker.drain import Drain, retry_delay_s
@@ -108,6 +109,26 @@ def test_documents_arriving_while_the_engine_runs_join_the_running_batch(
         assert future.result(WAIT_S).status == "succeeded"
     assert engine.peak_unfinished == 11
     assert engine.steps == 12
+
+
+def test_a_running_row_is_claimed_again_only_once_its_lease_has_run_out(settings, db, tmp_path):
+    (key,) = submitted(settings, db, tmp_path, {"a.txt": "alpha beta"}).values()
+    first, second = (Recorder(db, lease_s=60, worker=name) for name in ("first", "second"))
+
+    assert set(first.claim([key])) == {key}
+    assert second.claim([key]) == {}  # a second delivery while the first worker runs it
+    second.release([key], claimed=False)  # nor can it hand back what the first one holds
+    row = rows(db)["a.txt"]
+    assert (row.status, row.attempts, row.claimed_by) == ("running", 1, "first")
+    leased = row.lease_until
+    first.renew([key])
+    assert rows(db)["a.txt"].lease_until > leased
+
+    with db.begin() as conn:  # the first worker stalls: its lease runs out
+        conn.execute(results.update().values(lease_until=utcnow() - timedelta(seconds=1)))
+    assert set(second.claim([key])) == {key}
+    row = rows(db)["a.txt"]
+    assert (row.status, row.attempts, row.claimed_by) == ("running", 2, "second")
 
 
 class HeldRecorder(CountingRecorder):

@@ -33,6 +33,8 @@ RESULTS_COLUMNS = [
     "created_at",
     "started_at",
     "finished_at",
+    "claimed_by",
+    "lease_until",
 ]
 README = Path(__file__).resolve().parents[1] / "README.md"
 

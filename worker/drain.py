@@ -104,6 +104,15 @@ class Drain:
             except RuntimeError:  # the counter changed while we copied it
                 continue
 
+    @property
+    def claimed(self) -> list[str]:
+        """Keys of the documents this worker is running, for their row leases (another thread)."""
+        while True:
+            try:
+                return list(self._claims)
+            except RuntimeError:  # the dict changed while we copied it
+                continue
+
     def idle(self) -> bool:
         return self._intake.empty() and not self._tickets
 

@@ -3,8 +3,10 @@
 Kombu's Redis transport redelivers an unacknowledged message once it is older
 than the visibility timeout. A document waiting its turn in a large engine batch
 can be older than that and still be alive, so a thread renews the timestamps of
-the messages this worker holds, every quarter of the timeout. A worker that dies
-renews nothing, and its messages come back within one visibility timeout.
+the messages this worker holds, every quarter of the timeout, and the leases of
+the rows it is running (`results.lease_until`), which keep another delivery of
+the same document from running it twice. A worker that dies renews nothing, and
+its messages and rows come back within one visibility timeout.
 """
 
 from __future__ import annotations
@@ -22,9 +24,16 @@ log = logging.getLogger(__name__)
 
 
 class Leases:
-    def __init__(self, client: redis.Redis, held: Callable[[], Iterable[str]], interval_s: float):
+    def __init__(
+        self,
+        client: redis.Redis,
+        held: Callable[[], Iterable[str]],
+        interval_s: float,
+        rows: Callable[[], object] = lambda: None,
+    ):
         self.client = client
         self.held = held
+        self.rows = rows  # renews the leases of the rows in hand
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="leases", daemon=True)
@@ -46,3 +55,7 @@ class Leases:
                 self.renew()
             except (redis.RedisError, OSError) as exc:
                 log.warning("could not renew the leases of held messages: %s", exc)
+            try:
+                self.rows()
+            except Exception as exc:  # noqa: BLE001 - the database may be away: next time
+                log.warning("could not renew the leases of running rows: %s", exc)

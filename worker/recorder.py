@@ -7,7 +7,11 @@ running, so a message delivered twice changes nothing the second time.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
 from dataclasses import dataclass
+from datetime import timedelta
 
 import sqlalchemy as sa
 
@@ -54,10 +58,46 @@ TEXT_GONE = (
 
 
 class Recorder:
-    def __init__(self, engine: sa.Engine, retry_s: float = 300.0, *, keep_texts: bool = False):
+    def __init__(
+        self,
+        engine: sa.Engine,
+        retry_s: float = 300.0,
+        *,
+        keep_texts: bool = False,
+        lease_s: float = 60.0,
+        worker: str | None = None,
+    ):
         self.db = engine
         self.keep_texts = keep_texts  # SUMMARIZE_KEEP_TEXTS: never `forget` a text
+        self.lease_s = lease_s  # how long a claim holds a row unless renewed
+        self.worker = worker or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self._retry = retrying(retry_s)
+
+    def _free(self, now) -> sa.ColumnElement:
+        """Rows this worker may take: queued, or running under a lease that ran out (or ours)."""
+        lapsed = sa.or_(
+            results.c.lease_until.is_(None),
+            results.c.lease_until < now,
+            results.c.claimed_by == self.worker,
+        )
+        return sa.or_(results.c.status == "queued", sa.and_(results.c.status == "running", lapsed))
+
+    def renew(self, keys: list[str]) -> None:
+        """Extend this worker's lease on the rows it is running (once: the next renewal is a
+        quarter of a lease away, so a database that is away is not waited for)."""
+        if not keys:
+            return
+        until = utcnow() + timedelta(seconds=self.lease_s)
+        with self.db.begin() as conn:
+            conn.execute(
+                results.update()
+                .where(
+                    results.c.result_key.in_(keys),
+                    results.c.status == "running",
+                    results.c.claimed_by == self.worker,
+                )
+                .values(lease_until=until)
+            )
 
     def forget(self, hashes: list[str]) -> int:
         """Drop the texts of these documents that no row needs any more (jobs/retention.py)."""
@@ -96,13 +136,17 @@ class Recorder:
     def _release(self, keys: list[str], claimed: bool) -> None:
         if not keys:
             return
-        values = {"status": "queued", "started_at": None}
+        values = {"status": "queued", "started_at": None, "claimed_by": None, "lease_until": None}
         if claimed:
             values["attempts"] = results.c.attempts - 1
-        with self.db.begin() as conn:
+        with self.db.begin() as conn:  # never a row another worker holds under a live lease
             conn.execute(
                 results.update()
-                .where(results.c.result_key.in_(keys), results.c.status == "running")
+                .where(
+                    results.c.result_key.in_(keys),
+                    results.c.status == "running",
+                    self._free(utcnow()),
+                )
                 .values(**values)
             )
 
@@ -117,8 +161,14 @@ class Recorder:
         with self.db.begin() as conn:
             conn.execute(
                 results.update()
-                .where(results.c.result_key.in_(keys), is_pending)
-                .values(status="running", attempts=results.c.attempts + 1, started_at=now)
+                .where(results.c.result_key.in_(keys), is_pending, self._free(now))
+                .values(
+                    status="running",
+                    attempts=results.c.attempts + 1,
+                    started_at=now,
+                    claimed_by=self.worker,
+                    lease_until=now + timedelta(seconds=self.lease_s),
+                )
             )
             rows = conn.execute(
                 sa.select(
@@ -127,7 +177,11 @@ class Recorder:
                     sa.func.min(results.c.batch).label("batch"),
                     sa.func.min(results.c.content_hash).label("content_hash"),
                 )
-                .where(results.c.result_key.in_(keys), results.c.status == "running")
+                .where(
+                    results.c.result_key.in_(keys),
+                    results.c.status == "running",
+                    results.c.claimed_by == self.worker,
+                )
                 .group_by(results.c.result_key)
             ).all()
             if not rows:

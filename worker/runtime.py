@@ -20,9 +20,12 @@ def build(settings: Settings) -> Drain:
     from worker.recorder import Recorder
 
     engine = build_engine(settings)
-    drain = Drain(
-        engine, Recorder(database.ready(settings), keep_texts=settings.keep_texts), settings
+    recorder = Recorder(
+        database.ready(settings),
+        keep_texts=settings.keep_texts,
+        lease_s=settings.visibility_timeout_s,
     )
+    drain = Drain(engine, recorder, settings)
     drain.start()
     return drain
 

@@ -68,6 +68,7 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
             broker.connect(settings),
             lambda: drain.held | _scheduled_tags(),
             settings.visibility_timeout_s / 4,
+            rows=lambda: drain.recorder.renew(drain.claimed),
         )
         leases.start()
         stop = threading.Event()

@@ -10,6 +10,9 @@
   every row of the batch. The expression is the one migration 0003 times rows
   with; `jobs/views.document_seconds` spells it for readers, and the query must
   match it word for word to use the index (tests/test_retention.py checks the plan).
+- `results.claimed_by` and `results.lease_until`: the worker running a row, and until when
+  it holds it (it renews the lease while it works). A running row is claimed again only
+  once its lease has run out, so a second delivery never runs a document twice.
 - PostgreSQL: `grant_dashboards()`, the one place that says what the read-only `dashboards`
   role may read: `results`, `batches` and the three views, never `documents` (the texts).
   It runs here when the role exists, from deploy/postgres/init/10-dashboards-role.sh when
@@ -86,6 +89,8 @@ SELECT grant_dashboards();
 def upgrade() -> None:
     dialect = op.get_bind().dialect.name
     _body_nullable(True)
+    op.add_column("results", sa.Column("claimed_by", sa.String(length=100), nullable=True))
+    op.add_column("results", sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True))
     op.create_index(op.f("ix_results_content_hash"), "results", ["content_hash"])
     op.execute(
         f"CREATE INDEX ix_results_slowest ON results (batch, ({seconds(dialect)})) "
@@ -99,6 +104,8 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP FUNCTION IF EXISTS grant_dashboards()")
     op.drop_index("ix_results_slowest", table_name="results")
+    for column in ("lease_until", "claimed_by"):  # SQLite 3.35+ drops a column in place
+        op.execute(f"ALTER TABLE results DROP COLUMN {column}")
     op.drop_index(op.f("ix_results_content_hash"), table_name="results")
     op.execute("UPDATE documents SET body = '' WHERE body IS NULL")
     _body_nullable(False)
