@@ -237,21 +237,7 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     if as_json:
         click.echo(json.dumps([s.as_json() for s in found], indent=2))
         return
-    if not found:
-        click.echo("No batches yet: summarize submit PATH queues some.")
-        return
-    header = (
-        f"{'batch':<32} {'docs':>7} {'queued':>7} {'running':>7} {'succeeded':>9} "
-        f"{'failed':>7} {'prompt tok':>11} {'output tok':>11} {'docs/s':>7}"
-    )
-    click.echo(header)
-    for s in found:
-        rate = f"{s.documents_per_s:.2f}" if s.documents_per_s else "-"
-        click.echo(
-            f"{printable(s.batch)[:32]:<32} {s.documents:>7,} {s.by_status['queued']:>7,} "
-            f"{s.by_status['running']:>7,} {s.by_status['succeeded']:>9,} "
-            f"{s.by_status['failed']:>7,} {s.prompt_tokens:>11,} {s.completion_tokens:>11,} {rate:>7}"
-        )
+    click.echo(statuses.table(found, statuses.STATUS_TABLE))
 
 
 @main.command("requeue")

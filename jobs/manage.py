@@ -11,7 +11,6 @@ import click
 
 from jobs.errors import SummarizeError
 from jobs.models import STATUSES
-from jobs.terminal import printable
 
 
 def _database(ctx: click.Context):
@@ -68,19 +67,7 @@ def batches_command(ctx, latest: int) -> None:
 
     _, engine = _database(ctx)
     found = status.batch_status(engine, status.latest_batches(engine, latest))
-    if not found:
-        click.echo("No batches yet: summarize submit PATH queues some.")
-        return
-    click.echo(
-        f"{'batch':<32} {'created (UTC)':<17} {'docs':>7} {'pending':>8} "
-        f"{'succeeded':>9} {'failed':>7} {'cancelled':>9}"
-    )
-    for s in found:
-        click.echo(
-            f"{printable(s.batch)[:32]:<32} {s.created_at:%Y-%m-%d %H:%M}  {s.documents:>7,} "
-            f"{s.pending:>8,} {s.by_status['succeeded']:>9,} {s.by_status['failed']:>7,} "
-            f"{s.by_status['cancelled']:>9,}"
-        )
+    click.echo(status.table(found, status.BATCHES_TABLE))
 
 
 @click.command()

@@ -14,6 +14,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from jobs.models import STATUSES, batches
+from jobs.terminal import printable
 from jobs.views import as_utc, batch_stats
 
 
@@ -76,3 +77,48 @@ def latest_batches(db: sa.Engine, limit: int = 5) -> list[str]:
                 .limit(limit)
             ).scalars()
         )
+
+
+NO_BATCHES = "No batches yet: summarize submit PATH queues some."
+
+# The columns `summarize status` and `summarize batches` print: (heading, alignment and width,
+# the cell), so both tables are printed one way.
+_COLUMNS = {
+    "batch": ("batch", "<32", lambda s: printable(s.batch)[:32]),
+    "created": ("created (UTC)", "<16", lambda s: f"{s.created_at:%Y-%m-%d %H:%M}"),
+    "docs": ("docs", ">7", lambda s: f"{s.documents:,}"),
+    "pending": ("pending", ">8", lambda s: f"{s.pending:,}"),
+    **{
+        status: (
+            status,
+            f">{max(7, len(status))}",
+            lambda s, status=status: f"{s.by_status[status]:,}",
+        )
+        for status in STATUSES
+    },
+    "prompt tok": ("prompt tok", ">11", lambda s: f"{s.prompt_tokens:,}"),
+    "output tok": ("output tok", ">11", lambda s: f"{s.completion_tokens:,}"),
+    "docs/s": ("docs/s", ">7", lambda s: f"{s.documents_per_s:.2f}" if s.documents_per_s else "-"),
+}
+STATUS_TABLE = (
+    "batch",
+    "docs",
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "prompt tok",
+    "output tok",
+    "docs/s",
+)
+BATCHES_TABLE = ("batch", "created", "docs", "pending", "succeeded", "failed", "cancelled")
+
+
+def table(found: list[BatchStatus], columns: tuple[str, ...]) -> str:
+    """The batches as a table of these columns, a heading line first."""
+    if not found:
+        return NO_BATCHES
+    lines = [" ".join(f"{_COLUMNS[c][0]:{_COLUMNS[c][1]}}" for c in columns)]
+    for s in found:
+        lines.append(" ".join(f"{_COLUMNS[c][2](s):{_COLUMNS[c][1]}}" for c in columns))
+    return "\n".join(lines)
