@@ -63,10 +63,16 @@ def requeue_stranded(
     batch: str | None = None,
 ) -> Requeued:
     """Push a fresh message for every pending document that has none in Redis."""
-    cutoff = utcnow() - timedelta(seconds=older_than_s)
+    now = utcnow()
+    cutoff = now - timedelta(seconds=older_than_s)
+    unheld = sa.or_(  # a row a live worker holds under its lease is not stranded
+        results.c.status == "queued",
+        results.c.lease_until.is_(None),
+        results.c.lease_until < now,
+    )
     query = (
         sa.select(results.c.result_key, sa.func.count())
-        .where(is_pending, results.c.created_at < cutoff)
+        .where(is_pending, unheld, results.c.created_at < cutoff)
         .group_by(results.c.result_key)
     )
     if batch is not None:
@@ -85,8 +91,9 @@ def requeue_stranded(
             .where(
                 results.c.result_key.in_([row[0] for row in stranded]),
                 results.c.status == "running",
+                unheld,
             )
-            .values(status="queued")
+            .values(status="queued", claimed_by=None, lease_until=None)
         )
     queue.enqueue(settings, (row[0] for row in stranded))
     rows = sum(row[1] for row in stranded)

@@ -7,9 +7,11 @@ import time
 from datetime import timedelta
 
 import pytest
+import redis
 import sqlalchemy as sa
 
 from jobs.models import results, utcnow
+from jobs.requeue import requeue_stranded
 from tests.batches import submitted
 from tests.fakes import FakeEngine
 from worker.drain import Drain, retry_delay_s
@@ -117,6 +119,9 @@ def test_a_running_row_is_claimed_again_only_once_its_lease_has_run_out(settings
 
     assert set(first.claim([key])) == {key}
     assert second.claim([key]) == {}  # a second delivery while the first worker runs it
+    client = redis.Redis.from_url(settings.broker_url)
+    client.delete(settings.queue)  # its message is gone too: a sweep at the wrong moment
+    assert requeue_stranded(db, client, settings, older_than_s=0).documents == 0
     second.release([key], claimed=False)  # nor can it hand back what the first one holds
     row = rows(db)["a.txt"]
     assert (row.status, row.attempts, row.claimed_by) == ("running", 1, "first")

@@ -10,11 +10,13 @@ first start).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import redis
 import sqlalchemy as sa
 
 from jobs import batches
-from jobs.models import results
+from jobs.models import results, utcnow
 from jobs.requeue import requeue_stranded
 from jobs.views import as_utc, batch_stats, daily_stats
 from tests.batches import COUNTED, TUESDAY, make_week, recount, submit, summarize_queued
@@ -102,6 +104,8 @@ def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_requeue_an
     assert (stats(db, "wednesday").running, stats(db, "wednesday").queued) == (4, 2)
     assert_rollup_agrees(db, "wednesday", exact_times=False)
     client.delete(settings.queue)  # Redis lost every message; the worker died holding four
+    with db.begin() as conn:  # and its leases on them ran out
+        conn.execute(results.update().values(lease_until=utcnow() - timedelta(seconds=1)))
     requeued = requeue_stranded(db, client, settings, older_than_s=0, batch="wednesday")
     assert requeued.documents == 6
     assert stats(db, "wednesday").running == 0
