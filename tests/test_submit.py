@@ -13,6 +13,7 @@ import redis
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from jobs import database
 from jobs.cli import main
 from jobs.models import batches, documents, results
 from jobs.queue import unpack
@@ -300,3 +301,14 @@ def test_a_folder_of_100000_files_is_submitted_whole(env, db, tmp_path):
             assert conn.execute(sa.select(sa.func.count()).select_from(results)).scalar() == 100_000
     finally:
         shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_postgresql_plans_each_statement_for_its_values_not_for_an_empty_table(settings):
+    """A generic plan made while `results` was empty would be kept as it grows (no ANALYZE
+    without autovacuum): submit slowed from 1,300 to 100 documents a second at 60,000 rows."""
+    for readonly in (False, True):
+        engine = database.connect(settings, readonly=readonly)
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SHOW plan_cache_mode")).scalar() == "force_custom_plan"
+        engine.dispose()
