@@ -12,6 +12,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    ColumnElement,
     Date,
     DateTime,
     Float,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     literal_column,
+    or_,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -214,5 +216,12 @@ results = Result.__table__
 # pending rows, and an UPDATE so filtered runs its per-row triggers about five times faster
 # (measured on 1,000-row writes: 130 against 680 microseconds a row).
 is_pending = results.c.status.in_([literal_column(f"'{status}'") for status in PENDING])
+
+
+def lease_lapsed(now: datetime) -> ColumnElement[bool]:
+    """A running row no live worker holds: its lease ran out, or it never had one."""
+    return or_(results.c.lease_until.is_(None), results.c.lease_until < now)
+
+
 batch_rollups = BatchRollup.__table__
 daily_rollups = DailyRollup.__table__

@@ -18,7 +18,7 @@ import redis
 import sqlalchemy as sa
 
 from jobs import queue
-from jobs.models import is_pending, results, utcnow
+from jobs.models import is_pending, lease_lapsed, results, utcnow
 from jobs.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,11 +65,8 @@ def requeue_stranded(
     """Push a fresh message for every pending document that has none in Redis."""
     now = utcnow()
     cutoff = now - timedelta(seconds=older_than_s)
-    unheld = sa.or_(  # a row a live worker holds under its lease is not stranded
-        results.c.status == "queued",
-        results.c.lease_until.is_(None),
-        results.c.lease_until < now,
-    )
+    # a row a live worker holds under its lease is not stranded
+    unheld = sa.or_(results.c.status == "queued", lease_lapsed(now))
     query = (
         sa.select(results.c.result_key, sa.func.count())
         .where(is_pending, unheld, results.c.created_at < cutoff)

@@ -386,13 +386,7 @@ def run_ceiling(args) -> dict:
         summarize = [sys.executable, "-m", "jobs.cli"]
         try:
             make_files(work / "files", count, words=150)
-            if settings.database_url.startswith("postgresql"):
-                if not args.empty_database:
-                    raise SystemExit(
-                        "ceiling empties the PostgreSQL database it is given: "
-                        "add --empty-database if that is what you want"
-                    )
-                _empty_postgres(settings.database_url)
+            _empty_postgres_if_asked(settings, args, "ceiling")
             subprocess.run([*summarize, "db", "upgrade"], env=env, check=True, capture_output=True)
             with broker.session(settings) as client:
                 before = client.info("memory")["used_memory"]
@@ -485,13 +479,7 @@ def run_readers(args) -> dict:
     summarize = [sys.executable, "-m", "jobs.cli"]
     try:
         if not (work / "files").exists():
-            if settings.database_url.startswith("postgresql"):
-                if not args.empty_database:
-                    raise SystemExit(
-                        "readers empties the PostgreSQL database it is given: "
-                        "add --empty-database if that is what you want"
-                    )
-                _empty_postgres(settings.database_url)
+            _empty_postgres_if_asked(settings, args, "readers")
             make_files(work / "files", args.readers_base, words=40)
         db = database.ready(settings)
         with broker.session(settings):
@@ -604,6 +592,18 @@ def _database_bytes(db) -> int:
         size = compacted.stat().st_size
         shutil.rmtree(compacted.parent)
         return size
+
+
+def _empty_postgres_if_asked(settings, args, mode: str) -> None:
+    """A PostgreSQL database is emptied first, and only when --empty-database says so."""
+    if not settings.database_url.startswith("postgresql"):
+        return
+    if not args.empty_database:
+        raise SystemExit(
+            f"{mode} empties the PostgreSQL database it is given: "
+            "add --empty-database if that is what you want"
+        )
+    _empty_postgres(settings.database_url)
 
 
 def _empty_postgres(url: str) -> None:

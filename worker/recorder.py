@@ -16,7 +16,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from jobs.database import retrying
-from jobs.models import batches, documents, is_pending, results, utcnow
+from jobs.models import batches, documents, is_pending, lease_lapsed, results, utcnow
 from jobs.retention import drop_texts
 
 log = logging.getLogger(__name__)
@@ -75,12 +75,8 @@ class Recorder:
 
     def _free(self, now) -> sa.ColumnElement:
         """Rows this worker may take: queued, or running under a lease that ran out (or ours)."""
-        lapsed = sa.or_(
-            results.c.lease_until.is_(None),
-            results.c.lease_until < now,
-            results.c.claimed_by == self.worker,
-        )
-        return sa.or_(results.c.status == "queued", sa.and_(results.c.status == "running", lapsed))
+        free = sa.or_(lease_lapsed(now), results.c.claimed_by == self.worker)
+        return sa.or_(results.c.status == "queued", sa.and_(results.c.status == "running", free))
 
     def renew(self, keys: list[str]) -> None:
         """Extend this worker's lease on the rows it is running (once: the next renewal is a

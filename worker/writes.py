@@ -79,7 +79,8 @@ class Writes:
             except BaseException as exc:  # noqa: BLE001 - the drain thread decides what it means
                 self._report(Written(wave, exc))
                 continue
-            self._texts += texts
+            if not self._recorder.keep_texts:  # SUMMARIZE_KEEP_TEXTS: nothing to drop
+                self._texts += texts
             self._report(Written(wave))
             if len(self._texts) > FORGET_BACKLOG:
                 self._forget()
