@@ -62,6 +62,18 @@ def connect(settings: Settings, *, readonly: bool = False, **options) -> sa.Engi
     return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args, **options)
 
 
+def refresh_statistics(engine: sa.Engine) -> None:
+    """PostgreSQL: ANALYZE the tables a submit grows. Without statistics (autovacuum off, or
+    not round yet) the planner believes `results` holds the few pending rows it held when
+    last analyzed, and the worker's claims and writes scan every pending row for their keys
+    instead of looking them up: 0.3 ms a document at 20,000 queued, growing with the queue.
+    A role that does not own the tables gets a warning from the server, not an error."""
+    if engine.dialect.name != "postgresql":
+        return
+    with engine.begin() as conn:
+        conn.execute(sa.text("ANALYZE results, documents"))
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")

@@ -9,6 +9,7 @@ queued again: its row is answered from the earlier result.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -20,14 +21,17 @@ import sqlalchemy as sa
 
 from jobs import broker, corpus, queue
 from jobs.corpus import Text, Unreadable
-from jobs.database import insert, insert_ignoring_conflicts, unavailable
+from jobs.database import insert, insert_ignoring_conflicts, refresh_statistics, unavailable
 from jobs.errors import SummarizeError
 from jobs.models import FINAL, PENDING, batches, documents, results, utcnow
 from jobs.prompt import prompt_hash, result_key
 from jobs.requeue import REQUEUE_EVERY_S
 from jobs.settings import Settings
 
+log = logging.getLogger(__name__)
+
 CHUNK_FILES = 1000
+ANALYZE_FIRST = 10_000  # PostgreSQL's statistics refreshed at 10,000 documents, 100,000, …
 CHUNK_BYTES = 32 * 1024 * 1024
 EXAMPLES_KEPT = 10  # problems listed by name in the summary; the rest are counted
 
@@ -130,6 +134,7 @@ def submit(
     report = SubmitReport(batch)
     chunk: list[Text | Unreadable] = []
     chunk_bytes = 0
+    analyze_at = ANALYZE_FIRST
     for found in corpus.walk(paths, follow_links):
         if found.kind == "skipped":
             report.skipped += 1
@@ -149,9 +154,25 @@ def submit(
         if len(chunk) >= CHUNK_FILES or chunk_bytes >= CHUNK_BYTES:
             _submit_chunk(settings, engine, client, batch, prompt, chunk, report)
             chunk, chunk_bytes = [], 0
+            analyze_at = _statistics(engine, report, analyze_at)
     if chunk:
         _submit_chunk(settings, engine, client, batch, prompt, chunk, report)
+        _statistics(engine, report, analyze_at)
     return report
+
+
+def _statistics(engine: sa.Engine, report: SubmitReport, analyze_at: int) -> int:
+    """Refresh PostgreSQL's statistics each time the submit grew tenfold; returns the next
+    size to do it at. They only speed up the worker: a failure is a warning."""
+    if report.documents < analyze_at:
+        return analyze_at
+    try:
+        refresh_statistics(engine)
+    except sa.exc.SQLAlchemyError as exc:
+        log.warning("could not refresh the database's statistics (the worker may be slow): %s", exc)
+    while analyze_at <= report.documents:
+        analyze_at *= 10
+    return analyze_at
 
 
 def _submit_chunk(

@@ -6,8 +6,8 @@ drain thread gathers every waiting document, claims them in one transaction,
 adds their requests to the running engine, and steps it. Finished documents are
 written together, in one transaction, at most every `flush_interval_s`, by the
 writes thread (worker/writes.py) while the engine steps on; each document's
-future resolves once its wave is committed, and once all of a chunk's have,
-Celery acknowledges its message. The engine is never left to drain while
+outcome is set once its wave is committed, and once all of a chunk's are, the
+chunk's future resolves and Celery acknowledges its message. The engine is never left to drain while
 messages wait, nor while rows are written: new requests join the running batch
 between steps.
 
@@ -45,11 +45,24 @@ GATHER_S = 0.005  # when the engine is idle, wait this long for more documents b
 SUSPECT_GROUP = 16  # suspects on an attempt before their last run in groups of this size
 
 
-@dataclass(frozen=True)
-class Ticket:
-    key: str
+@dataclass(eq=False)
+class Chunk:
+    """A message's documents: one future for all of them, resolved once each has an outcome."""
+
+    keys: list[str]
     delivery_tag: str | None
     future: Future
+    outcomes: list[Outcome | None]
+    left: int
+
+    def resolve(self, index: int, outcome: Outcome) -> None:
+        self.outcomes[index] = outcome
+        self.left -= 1
+        if not self.left:
+            self.future.set_result(self.outcomes)
+
+
+Ticket = tuple[Chunk, int]  # a document's place in the chunk that brought it
 
 
 def retry_delay_s(attempts: int) -> float:
@@ -65,11 +78,11 @@ class Drain:
         self.max_attempts = settings.max_attempts
         self.flush_interval_s = settings.flush_interval_s
         self.on_fatal = on_fatal or _exit_process
-        self._intake: queue.SimpleQueue[list[Ticket] | Written] = queue.SimpleQueue()
+        self._intake: queue.SimpleQueue[Chunk | Written] = queue.SimpleQueue()
         self._writes = Writes(recorder, self._intake.put)
         self._tickets: dict[str, list[Ticket]] = {}  # by key: everyone waiting on a document
         self._waiting: dict[str, None] = {}  # keys not yet claimed, in arrival order
-        self._tried: dict[str, int] = {}  # earlier attempts of waiting keys
+        self._tried: dict[str, int] = {}  # waiting suspects: their earlier attempts
         self._claims: dict[str, Claim] = {}  # by key: documents in the engine
         self._requests: dict[str, Work] = {}  # by engine request id
         self._done: list[Outcome] = []  # finished, not yet written
@@ -87,13 +100,20 @@ class Drain:
 
     def summarize(self, key: str, delivery_tag: str | None = None) -> Future:
         """Queue one document for the engine; the future resolves once its rows are written."""
-        return self.summarize_all([key], delivery_tag)[0]
+        one: Future = Future()
+        chunk = self.summarize_all([key], delivery_tag)
+        chunk.add_done_callback(lambda done: one.set_result(done.result()[0]))
+        return one
 
-    def summarize_all(self, keys: list[str], delivery_tag: str | None = None) -> list[Future]:
-        """Queue a chunk's documents, each resolving on its own once its rows are written."""
-        tickets = [Ticket(key, delivery_tag, Future()) for key in keys]
-        self._intake.put(tickets)
-        return [ticket.future for ticket in tickets]
+    def summarize_all(self, keys: list[str], delivery_tag: str | None = None) -> Future:
+        """Queue a chunk's documents; the future resolves to their outcomes, in the keys' order,
+        once every one of them is written (or handed back)."""
+        chunk = Chunk(list(keys), delivery_tag, Future(), [None] * len(keys), len(keys))
+        if not keys:
+            chunk.future.set_result([])
+        else:
+            self._intake.put(chunk)
+        return chunk.future
 
     @property
     def held(self) -> frozenset[str]:
@@ -137,9 +157,8 @@ class Drain:
         try:
             while True:
                 busy = self.engine.unfinished() > 0
-                self._receive(
-                    self._take(wait_s=0.0 if busy or self._done or self._waiting else 0.2)
-                )
+                ready = self._waiting or (self._done and self._writes.pending < 2)
+                self._receive(self._take(wait_s=0.0 if busy or ready else 0.2))
                 if self._closing_at is not None:
                     self._hand_back()
                 elif self._waiting:
@@ -155,7 +174,7 @@ class Drain:
             log.critical("the drain loop failed: %s", exc, exc_info=True)
             self.on_fatal(self)
 
-    def _take(self, wait_s: float) -> list[list[Ticket] | Written]:
+    def _take(self, wait_s: float) -> list[Chunk | Written]:
         """What arrived: chunks of tickets, and waves the writes thread committed."""
         try:
             items = [self._intake.get(timeout=wait_s) if wait_s else self._intake.get_nowait()]
@@ -169,19 +188,23 @@ class Drain:
             except queue.Empty:
                 return items
 
-    def _receive(self, items: list[list[Ticket] | Written]) -> None:
+    def _receive(self, items: list[Chunk | Written]) -> None:
         for item in items:
             if isinstance(item, Written):
                 self._written(item)
             else:
                 self._hold(item)
 
-    def _hold(self, tickets: list[Ticket]) -> None:
-        for ticket in tickets:
-            if ticket.key not in self._tickets:  # a second delivery of a key in hand just waits
-                self._waiting[ticket.key] = None
-            self._tickets.setdefault(ticket.key, []).append(ticket)
-            self._held[ticket.delivery_tag] += 1
+    def _hold(self, chunk: Chunk) -> None:
+        tickets, waiting = self._tickets, self._waiting
+        for index, key in enumerate(chunk.keys):
+            held = tickets.get(key)
+            if held is None:
+                tickets[key] = [(chunk, index)]
+                waiting[key] = None
+            else:  # a second delivery of a key in hand just waits for the first
+                held.append((chunk, index))
+        self._held[chunk.delivery_tag] += len(chunk.keys)
 
     def _admit(self) -> None:
         """Claim and start waiting documents; suspects get the engine to themselves."""
@@ -189,12 +212,8 @@ class Drain:
             if self.engine.unfinished():
                 return
             self._exclusive = False
-        unknown = [k for k in self._waiting if k not in self._tried]
-        if unknown:  # earlier attempts do not change while we hold the message
-            found = self.recorder.attempts(unknown)
-            self._tried.update({k: found.get(k, 0) for k in unknown})
         tried = self._tried
-        suspects = [k for k in self._waiting if tried[k] > 0]
+        suspects = [k for k in self._waiting if k in tried]
         if not suspects:
             self._start(list(self._waiting))
             return
@@ -207,14 +226,27 @@ class Drain:
             "running %d suspect document(s) apart: a worker stopped while they ran", len(group)
         )
         self._exclusive = True
-        self._start(group)
+        self._start(group, apart=True)
 
-    def _start(self, keys: list[str]) -> None:
+    def _start(self, keys: list[str], apart: bool = False) -> None:
+        """Claim the keys and add them to the engine. A key taken on before (its claim counts
+        more than one attempt) is a suspect: unless running `apart`, it is given back with its
+        attempt uncounted, and waits to run apart."""
         for key in keys:
             self._waiting.pop(key, None)
             self._tried.pop(key, None)
         claims = self.recorder.claim(keys)
+        if not apart:
+            suspects = {k: c for k, c in claims.items() if c.attempts > 1}
+            if suspects:
+                self.recorder.release(list(suspects))
+                for key, claim in suspects.items():
+                    del claims[key]
+                    self._waiting[key] = None
+                    self._tried[key] = claim.attempts - 1
         for key in keys:
+            if key in self._waiting:
+                continue  # a suspect, given back
             claim = claims.get(key)
             if claim is None:  # finished already (a message delivered twice) or cancelled
                 self._resolve(key, Outcome(key, "skipped"))
@@ -347,11 +379,13 @@ class Drain:
             self._resolve(outcome.key, outcome)
 
     def _resolve(self, key: str, outcome: Outcome) -> None:
-        for ticket in self._tickets.pop(key, []):
-            self._held[ticket.delivery_tag] -= 1
-            if not self._held[ticket.delivery_tag]:
-                del self._held[ticket.delivery_tag]
-            ticket.future.set_result(outcome)
+        held = self._held
+        for chunk, index in self._tickets.pop(key, ()):
+            tag = chunk.delivery_tag
+            held[tag] -= 1
+            if not held[tag]:
+                del held[tag]
+            chunk.resolve(index, outcome)
 
     def _hand_back(self) -> None:
         """Shutting down: give the queue back what we cannot finish within the grace period."""

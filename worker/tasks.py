@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from concurrent.futures import wait
 
 from celery.exceptions import Reject
 from celery.signals import worker_init
@@ -74,9 +73,7 @@ def summarize_chunk(self, keys: object = None, **unknown: object) -> dict[str, i
         return {"rejected": 1}
     # kombu's Redis transport names an unacknowledged message by this tag; the leases renew it.
     delivery_tag = (self.request.properties or {}).get("delivery_tag")
-    futures = runtime.drain().summarize_all(wanted, delivery_tag)
-    wait(futures)
-    outcomes = [future.result() for future in futures]
+    outcomes = runtime.drain().summarize_all(wanted, delivery_tag).result()
     if any(o.status == "handback" for o in outcomes):  # stopping: to the front of the queue
         raise Reject("the worker is shutting down", requeue=True)
     again = [o for o in outcomes if o.status == "queued"]
