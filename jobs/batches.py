@@ -88,22 +88,18 @@ class Retried:
 def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
     """Queue the batch's failed documents again, with fresh attempts."""
     failed = sa.and_(results.c.batch == batch, results.c.status == "failed")
-    with db.begin() as conn:
-        unreadable = conn.execute(
+    retryable = sa.and_(failed, results.c.content_hash.is_not(None))
+    counts = {}
+
+    def write(conn: sa.Connection) -> list[str]:
+        counts["unreadable"] = conn.execute(
             sa.select(sa.func.count()).where(failed, results.c.content_hash.is_(None))
         ).scalar()
-        keys = (
-            conn.execute(
-                sa.select(results.c.result_key)
-                .where(failed, results.c.content_hash.is_not(None))
-                .distinct()
-            )
-            .scalars()
-            .all()
-        )
-        updated = conn.execute(
+        keys = conn.execute(sa.select(results.c.result_key).where(retryable).distinct())
+        keys = keys.scalars().all()
+        counts["rows"] = conn.execute(
             results.update()
-            .where(failed, results.c.content_hash.is_not(None))
+            .where(retryable)
             .values(
                 status="queued",
                 attempts=0,
@@ -113,10 +109,25 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
                 deduplicated=False,
             )
         ).rowcount
-        # Pushed before the commit: if Redis refuses, the rows stay failed. A message that
-        # arrives first finds nothing pending; the requeue sweep puts such rows back.
-        queue.enqueue(settings, keys)
-    return Retried(len(keys), updated, unreadable)
+        return keys
+
+    def failed_again(conn: sa.Connection, keys: list[str]) -> None:
+        """Redis refused the messages: the rows are failed again, saying so."""
+        conn.execute(
+            results.update()
+            .where(
+                results.c.batch == batch,
+                results.c.result_key.in_(keys),
+                results.c.status == "queued",
+            )
+            .values(status="failed", error=RETRY_UNSENT, finished_at=utcnow())
+        )
+
+    keys = queue.commit_then_push(settings, db, write, failed_again)
+    return Retried(len(keys), counts["rows"], counts["unreadable"])
+
+
+RETRY_UNSENT = "`summarize retry` could not reach Redis to queue it: run the retry again"
 
 
 def cancel(db: sa.Engine, batch: str, *, keep_texts: bool = False) -> int:

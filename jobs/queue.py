@@ -19,11 +19,12 @@ import base64
 import binascii
 import json
 import ssl
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from urllib.parse import parse_qs, urlsplit
 
 import redis
+import sqlalchemy as sa
 
 from jobs import broker
 from jobs.settings import Settings
@@ -160,6 +161,32 @@ def enqueue(settings: Settings, keys: Iterable[str]) -> int:
     except OperationalError as exc:
         raise redis.ConnectionError(str(exc)) from exc
     return sent
+
+
+def commit_then_push(
+    settings: Settings,
+    db: sa.Engine,
+    write: Callable[[sa.Connection], list[str]],
+    undo: Callable[[sa.Connection, list[str]], None] | None = None,
+) -> list[str]:
+    """The one order rows and their messages are written in (submit, retry, the requeue sweep).
+
+    `write` changes rows in a transaction and returns the result keys to push. The rows commit
+    first, so a worker that takes a message always finds them; then the messages are pushed.
+    If Redis refuses, `undo` runs in a transaction of its own and BrokerUnavailable says how to
+    fix Redis; rows left pending without a message are pushed again by the requeue sweep once
+    Redis is back.
+    """
+    with db.begin() as conn:
+        keys = write(conn)
+    try:
+        enqueue(settings, keys)
+    except (redis.RedisError, OSError) as exc:
+        if undo is not None:
+            with db.begin() as conn:
+                undo(conn, keys)
+        raise broker.unavailable(settings, exc) from exc
+    return keys
 
 
 def marker(queue: str) -> str:

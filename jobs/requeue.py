@@ -82,17 +82,18 @@ def requeue_stranded(
     stranded = [row for row in pending if row[0] not in present]
     if not stranded:
         return Requeued(0, 0)
-    with db.begin() as conn:  # a running row whose message is gone is waiting again
+
+    def wait_again(conn: sa.Connection) -> list[str]:
+        """A running row whose message is gone is waiting again."""
+        keys = [row[0] for row in stranded]
         conn.execute(
             results.update()
-            .where(
-                results.c.result_key.in_([row[0] for row in stranded]),
-                results.c.status == "running",
-                unheld,
-            )
+            .where(results.c.result_key.in_(keys), results.c.status == "running", unheld)
             .values(status="queued", claimed_by=None, lease_until=None)
         )
-    queue.enqueue(settings, (row[0] for row in stranded))
+        return keys
+
+    queue.commit_then_push(settings, db, wait_again)
     rows = sum(row[1] for row in stranded)
     log.warning(
         "requeued %d stranded documents (%d rows) with no message in Redis", len(stranded), rows

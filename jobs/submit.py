@@ -19,7 +19,7 @@ from datetime import datetime
 import redis
 import sqlalchemy as sa
 
-from jobs import broker, corpus, queue
+from jobs import corpus, queue
 from jobs.corpus import Text, Unreadable
 from jobs.database import insert, insert_ignoring_conflicts, refresh_statistics, unavailable
 from jobs.errors import SummarizeError
@@ -185,20 +185,28 @@ def _submit_chunk(
     report: SubmitReport,
 ) -> None:
     now = utcnow()
+    paths: list[str] = []
+
+    def write(conn: sa.Connection) -> list[str]:
+        rows, keys, texts = _plan(conn, engine, batch, prompt, chunk, report, now)
+        _store(conn, engine, texts, now, keep_all=settings.keep_texts)
+        if rows:
+            conn.execute(results.insert(), rows)
+        paths.extend(row["source_path"] for row in rows)
+        return keys
+
+    def take_back(conn: sa.Connection, _keys: list[str]) -> None:
+        """Redis refused the chunk's messages: its rows go, as if never submitted."""
+        if paths:
+            conn.execute(
+                results.delete().where(results.c.batch == batch, results.c.source_path.in_(paths))
+            )
+
     try:
-        with engine.begin() as conn:
-            rows, keys_to_queue, texts = _plan(conn, engine, batch, prompt, chunk, report, now)
-            _store(conn, engine, texts, now, keep_all=settings.keep_texts)
-            if rows:
-                conn.execute(results.insert(), rows)
+        queued = queue.commit_then_push(settings, engine, write, take_back)
     except sa.exc.OperationalError as exc:
         raise unavailable(settings, exc) from exc
-    try:
-        queue.enqueue(settings, keys_to_queue)
-    except (redis.RedisError, OSError) as exc:
-        _take_back(engine, batch, [row["source_path"] for row in rows])
-        raise broker.unavailable(settings, exc) from exc
-    report.submitted += len(keys_to_queue)
+    report.submitted += len(queued)
 
 
 def _store(conn, engine: sa.Engine, texts: dict[str, tuple[Text, bool]], now, keep_all: bool):
@@ -331,16 +339,6 @@ def _earlier_results(conn, keys: set[str]) -> tuple[dict[str, dict], set[str]]:
         else:
             in_flight.add(row.result_key)
     return done, in_flight
-
-
-def _take_back(engine: sa.Engine, batch: str, paths: list[str]) -> None:
-    """Delete the rows of a chunk whose messages could not be pushed."""
-    if not paths:
-        return
-    with engine.begin() as conn:
-        conn.execute(
-            results.delete().where(results.c.batch == batch, results.c.source_path.in_(paths))
-        )
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,11 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
             row, from batch_stats) and its peak memory. SUMMARIZE_DATABASE_URL picks the
             database (default: SQLite in a temporary folder; a PostgreSQL database is
             emptied first, so it asks for --empty-database); the database's size per
-            document (SUMMARIZE_KEEP_TEXTS=1 to keep texts)
+            document (SUMMARIZE_KEEP_TEXTS=1 to keep texts). SUMMARIZE_IN_FLIGHT sets the
+            worker's window as it does for users
+  endtoend  one batch of 1,000,000 generated documents (--endtoend-docs) through every step
+            a user runs, with the instant engine: `submit`, `worker --burst`, `status`,
+            `results --format jsonl`; each step's wall time and peak memory
   startup   `summarize --help` in a fresh process: what every producer command pays first
   readers   the dashboards, `summarize status`/`batches` and each Grafana panel's query,
             median milliseconds over 5,000,000 rows of `results` (--readers-rows), made by
@@ -439,6 +443,66 @@ def run_ceiling(args) -> dict:
     }
 
 
+# -- endtoend: a whole nightly batch, every step a user runs ---------------------------------
+
+
+def run_endtoend(args) -> dict:
+    """`submit`, `worker --burst`, `status` and `results --format jsonl` on one batch of
+    --endtoend-docs generated documents (the instant engine), each step's wall time and peak
+    memory; the export must hold one line per document."""
+    from jobs import broker
+    from jobs.settings import Settings
+
+    count = args.endtoend_docs
+    work = Path(tempfile.mkdtemp(prefix="summarize-endtoend-"))
+    env = os.environ | {
+        "SUMMARIZE_DATA_DIR": str(work / "data"),
+        "SUMMARIZE_MODEL": "echo",
+        "SUMMARIZE_QUEUE": f"endtoend-{os.getpid()}",
+    }
+    settings = Settings.from_env(env)
+    summarize = [sys.executable, "-m", "jobs.cli"]
+    steps = {}
+    try:
+        make_files(work / "files", count, words=150)
+        _empty_postgres_if_asked(settings, args, "endtoend")
+        subprocess.run([*summarize, "db", "upgrade"], env=env, check=True, capture_output=True)
+        commands = {
+            "submit": ["submit", str(work / "files"), "--batch", "nightly"],
+            "worker --burst": ["worker", "--burst"],
+            "status": ["status", "nightly"],
+            "results --format jsonl": ["results", "--batch", "nightly", "--format", "jsonl"],
+        }
+        for step, command in commands.items():
+            out = work / f"{step.split()[0]}.out"
+            steps[step] = _timed([*summarize, *command], env, out)
+        with open(work / "results.out", "rb") as exported:
+            lines = sum(1 for _ in exported)
+        if lines != count:
+            raise SystemExit(f"endtoend: the export holds {lines:,} lines for {count:,} documents")
+    finally:
+        if settings.embedded_broker:
+            broker.EmbeddedRedis(settings).stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return {
+        "mode": "endtoend",
+        "docs": count,
+        "database": settings.database_url.split(":")[0],
+        "steps": steps,
+    }
+
+
+def _timed(command: list[str], env: dict, out: Path) -> dict:
+    """Run a command to its end, its output to `out`: wall seconds and peak memory."""
+    started = time.perf_counter()
+    with open(out, "wb") as sink:
+        process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        raise SystemExit(f"{' '.join(command[3:])} failed:\n{out.read_text()[-3000:]}")
+    return {"seconds": time.perf_counter() - started, "peak_rss_mb": usage.ru_maxrss / 1024}
+
+
 # -- startup: what a producer command costs before it does anything ----------------------------
 
 
@@ -648,6 +712,7 @@ def main() -> None:
         action="store_true",
         help="submit mode: use the embedded Redis even if SUMMARIZE_BROKER_URL is set",
     )
+    parser.add_argument("--endtoend-docs", type=int, default=1_000_000)
     parser.add_argument("--readers-rows", type=int, default=5_000_000)
     parser.add_argument(
         "--readers-base",
@@ -691,6 +756,8 @@ def main() -> None:
             measured[mode] = run_ceiling(args)
         elif mode == "startup":
             measured[mode] = run_startup(args)
+        elif mode == "endtoend":
+            measured[mode] = run_endtoend(args)
         elif mode == "readers":
             measured[mode] = run_readers(args)
         else:
@@ -709,6 +776,14 @@ def main() -> None:
 def report(result: dict) -> None:
     if result["mode"] == "startup":
         print(f"startup   summarize --help in {result['median_s'] * 1000:.0f} ms (median of 7)")
+        return
+    if result["mode"] == "endtoend":
+        print(f"endtoend  {result['docs']:>9,} docs ({result['database']}, echo engine):")
+        for step, took in result["steps"].items():
+            print(
+                f"  {took['seconds']:>8.1f} s  {took['peak_rss_mb']:>6.0f} MB peak  {step}",
+                flush=True,
+            )
         return
     if result["mode"] == "readers":
         print(f"readers   {result['rows']:>9,} rows ({result['database']}), median of 7:")

@@ -130,6 +130,27 @@ def test_retry_queues_failed_documents_again_and_names_those_that_cannot_be(env,
     assert client.llen(env["SUMMARIZE_QUEUE"]) == 1
 
 
+def test_a_retry_redis_refuses_leaves_the_rows_failed_and_says_so(
+    env, settings, db, processed, monkeypatch
+):
+    from jobs import batches, queue
+    from jobs.errors import BrokerUnavailable
+
+    def refused(*_args, **_kwargs):
+        raise redis.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(queue, "enqueue", refused)
+
+    with pytest.raises(BrokerUnavailable, match="Redis"):
+        batches.retry_failed(db, settings, "night")
+
+    by_name = {r.source_path.rsplit("/", 1)[-1]: r for r in all_rows(db)}
+    assert by_name["c.txt"].status == "failed"
+    assert by_name["c.txt"].error == batches.RETRY_UNSENT
+    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+    assert client.llen(env["SUMMARIZE_QUEUE"]) == 0
+
+
 def test_cancel_marks_queued_documents_and_the_worker_skips_them(env, settings, db, tmp_path):
     write(tmp_path / "in", "a.txt", "Waiting.")
     write(tmp_path / "in", "b.txt", "Running.")
