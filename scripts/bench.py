@@ -147,15 +147,14 @@ def run_pipeline(args) -> dict:
     corpus.mkdir()
     for i, text in enumerate(documents(args.corpus, args.docs)):
         (corpus / f"{i:06d}.txt").write_text(text, encoding="utf-8")
-    summarize = [sys.executable, "-m", "jobs.cli"]
     log = open(work / "worker.log", "wb")  # noqa: SIM115
     worker = subprocess.Popen(
-        [*summarize, "worker"], env=env, stdout=log, stderr=log, start_new_session=True
+        [*SUMMARIZE, "worker"], env=env, stdout=log, stderr=log, start_new_session=True
     )
     try:
         subprocess.run(
             [
-                *summarize,
+                *SUMMARIZE,
                 "submit",
                 str(SAMPLES),
                 "--batch",
@@ -170,7 +169,7 @@ def run_pipeline(args) -> dict:
         )
         started = time.time()
         done = subprocess.run(
-            [*summarize, "submit", str(corpus), "--batch", "bench", "--wait", "--timeout", "7200"],
+            [*SUMMARIZE, "submit", str(corpus), "--batch", "bench", "--wait", "--timeout", "7200"],
             env=env,
             capture_output=True,
             text=True,
@@ -368,6 +367,20 @@ def make_files(folder: Path, count: int, words: int = 40) -> None:
         (sub / f"{i:07d}.txt").write_text(f"Document {i}. {body}.\n")
 
 
+SUMMARIZE = [sys.executable, "-m", "jobs.cli"]
+
+
+def _echo_place(name: str) -> tuple[Path, dict]:
+    """A temporary folder and the environment of a run with the instant engine, its data and
+    queue its own."""
+    work = Path(tempfile.mkdtemp(prefix=f"summarize-{name}-"))
+    return work, os.environ | {
+        "SUMMARIZE_DATA_DIR": str(work / "data"),
+        "SUMMARIZE_MODEL": "echo",
+        "SUMMARIZE_QUEUE": f"{name}-{os.getpid()}",
+    }
+
+
 # -- ceiling: the pipeline's own cost, with the instant engine --------------------------------
 
 
@@ -380,23 +393,17 @@ def run_ceiling(args) -> dict:
 
     figures = {}
     for count in (args.ceiling_docs // 10, args.ceiling_docs):
-        work = Path(tempfile.mkdtemp(prefix="summarize-ceiling-"))
-        env = os.environ | {
-            "SUMMARIZE_DATA_DIR": str(work / "data"),
-            "SUMMARIZE_MODEL": "echo",
-            "SUMMARIZE_QUEUE": f"ceiling-{os.getpid()}-{count}",
-        }
+        work, env = _echo_place(f"ceiling-{count}")
         settings = Settings.from_env(env)
-        summarize = [sys.executable, "-m", "jobs.cli"]
         try:
             make_files(work / "files", count, words=150)
             _empty_postgres_if_asked(settings, args, "ceiling")
-            subprocess.run([*summarize, "db", "upgrade"], env=env, check=True, capture_output=True)
+            subprocess.run([*SUMMARIZE, "db", "upgrade"], env=env, check=True, capture_output=True)
             with broker.session(settings) as client:
                 before = client.info("memory")["used_memory"]
                 started = time.perf_counter()
                 subprocess.run(
-                    [*summarize, "submit", str(work / "files"), "--batch", "ceiling"],
+                    [*SUMMARIZE, "submit", str(work / "files"), "--batch", "ceiling"],
                     env=env,
                     check=True,
                     capture_output=True,
@@ -405,7 +412,7 @@ def run_ceiling(args) -> dict:
                 queued_bytes = client.info("memory")["used_memory"] - before
                 log = open(work / "worker.log", "wb")  # noqa: SIM115
                 worker = subprocess.Popen(
-                    [*summarize, "worker", "--burst"], env=env, stdout=log, stderr=log
+                    [*SUMMARIZE, "worker", "--burst"], env=env, stdout=log, stderr=log
                 )
                 _, status, usage = os.wait4(worker.pid, 0)
                 log.close()
@@ -454,19 +461,13 @@ def run_endtoend(args) -> dict:
     from jobs.settings import Settings
 
     count = args.endtoend_docs
-    work = Path(tempfile.mkdtemp(prefix="summarize-endtoend-"))
-    env = os.environ | {
-        "SUMMARIZE_DATA_DIR": str(work / "data"),
-        "SUMMARIZE_MODEL": "echo",
-        "SUMMARIZE_QUEUE": f"endtoend-{os.getpid()}",
-    }
+    work, env = _echo_place("endtoend")
     settings = Settings.from_env(env)
-    summarize = [sys.executable, "-m", "jobs.cli"]
     steps = {}
     try:
         make_files(work / "files", count, words=150)
         _empty_postgres_if_asked(settings, args, "endtoend")
-        subprocess.run([*summarize, "db", "upgrade"], env=env, check=True, capture_output=True)
+        subprocess.run([*SUMMARIZE, "db", "upgrade"], env=env, check=True, capture_output=True)
         commands = {
             "submit": ["submit", str(work / "files"), "--batch", "nightly"],
             "worker --burst": ["worker", "--burst"],
@@ -475,7 +476,7 @@ def run_endtoend(args) -> dict:
         }
         for step, command in commands.items():
             out = work / f"{step.split()[0]}.out"
-            steps[step] = _timed([*summarize, *command], env, out)
+            steps[step] = _timed([*SUMMARIZE, *command], env, out)
         with open(work / "results.out", "rb") as exported:
             lines = sum(1 for _ in exported)
         if lines != count:
@@ -540,7 +541,6 @@ def run_readers(args) -> dict:
         "SUMMARIZE_QUEUE": "readers",
     }
     settings = Settings.from_env(env)
-    summarize = [sys.executable, "-m", "jobs.cli"]
     try:
         if not (work / "files").exists():
             _empty_postgres_if_asked(settings, args, "readers")
@@ -551,14 +551,14 @@ def run_readers(args) -> dict:
             while _rows(db) < args.readers_rows:
                 started = time.perf_counter()
                 subprocess.run(
-                    [*summarize, "submit", str(work / "files"), "--batch", f"night-{night:03d}"],
+                    [*SUMMARIZE, "submit", str(work / "files"), "--batch", f"night-{night:03d}"],
                     env=env,
                     check=True,
                     capture_output=True,
                 )
                 if night == 0:
                     subprocess.run(
-                        [*summarize, "worker", "--burst"], env=env, check=True, capture_output=True
+                        [*SUMMARIZE, "worker", "--burst"], env=env, check=True, capture_output=True
                     )
                 print(
                     f"  readers: {_rows(db):,} rows ({time.perf_counter() - started:.0f} s)",
