@@ -7,9 +7,9 @@ adds their requests to the running engine, and steps it. Finished documents are
 written together, in one transaction, at most every `flush_interval_s`, by the
 writes thread (worker/writes.py) while the engine steps on; each document's
 outcome is set once its wave is committed, and once all of a chunk's are, the
-chunk's future resolves and Celery acknowledges its message. The engine is never left to drain while
-messages wait, nor while rows are written: new requests join the running batch
-between steps.
+chunk's future resolves and Celery acknowledges its message. The engine is
+never left to drain while messages wait, nor while rows are written: new
+requests join the running batch between steps.
 
 A document that was taken on before and never finished is a suspect: the worker
 may have died because of it. Suspects run apart from everyone else, in small
