@@ -11,6 +11,7 @@ is already finished.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -24,6 +25,7 @@ from jobs.settings import Settings
 log = logging.getLogger(__name__)
 
 REQUEUE_EVERY_S = 30.0  # how often workers and `submit --wait` look for stranded documents
+PAGE_ROWS = 10_000  # pending rows read, compared and pushed at a time
 
 
 @dataclass(frozen=True)
@@ -62,30 +64,47 @@ def requeue_stranded(
     older_than_s: float = 60.0,
     batch: str | None = None,
 ) -> Requeued:
-    """Push a fresh message for every pending document that has none in Redis."""
+    """Push a fresh message for every pending document that has none in Redis.
+
+    Pending rows are read PAGE_ROWS at a time and what each page finds stranded is pushed at
+    once, so memory stays flat with a million documents queued: what is held is the keys
+    Redis has (8 bytes each) and those pushed.
+    """
     now = utcnow()
     cutoff = now - timedelta(seconds=older_than_s)
     # a row a live worker holds under its lease is not stranded
     unheld = sa.or_(results.c.status == "queued", lease_lapsed(now))
-    query = (
-        sa.select(results.c.result_key, sa.func.count())
-        .where(is_pending, unheld, results.c.created_at < cutoff)
-        .group_by(results.c.result_key)
-    )
+    query = sa.select(results.c.result_key).where(is_pending, unheld, results.c.created_at < cutoff)
     if batch is not None:
         query = query.where(results.c.batch == batch)
+    present: queue.KeysInRedis | None = None  # read once a pending row is found
+    pushed: set[int] = set()  # fingerprints of the keys pushed (a key can have several rows)
+    documents = rows = 0
     with db.connect() as conn:
-        pending = conn.execute(query).all()
-    if not pending:
-        return Requeued(0, 0)
-    present = queue.keys_in_redis(client, settings.queue)
-    stranded = [row for row in pending if row[0] not in present]
-    if not stranded:
-        return Requeued(0, 0)
+        for page in conn.execution_options(yield_per=PAGE_ROWS).execute(query).partitions():
+            if present is None:  # after the rows are read: a message that was pushed for
+                present = queue.keys_in_redis(client, settings.queue)  # them is seen
+            stranded = [key for (key,) in page if key not in present]
+            rows += len(stranded)
+            fresh = {}
+            for key in stranded:
+                mark = queue.fingerprint(key)
+                if mark not in pushed:
+                    pushed.add(mark)
+                    fresh[key] = None
+            if fresh:
+                queue.commit_then_push(settings, db, _waiting_again(list(fresh), unheld))
+                documents += len(fresh)
+    if documents:
+        log.warning(
+            "requeued %d stranded documents (%d rows) with no message in Redis", documents, rows
+        )
+    return Requeued(documents, rows)
 
-    def wait_again(conn: sa.Connection) -> list[str]:
+
+def _waiting_again(keys: list[str], unheld) -> Callable[[sa.Connection], list[str]]:
+    def write(conn: sa.Connection) -> list[str]:
         """A running row whose message is gone is waiting again."""
-        keys = [row[0] for row in stranded]
         conn.execute(
             results.update()
             .where(results.c.result_key.in_(keys), results.c.status == "running", unheld)
@@ -93,9 +112,4 @@ def requeue_stranded(
         )
         return keys
 
-    queue.commit_then_push(settings, db, wait_again)
-    rows = sum(row[1] for row in stranded)
-    log.warning(
-        "requeued %d stranded documents (%d rows) with no message in Redis", len(stranded), rows
-    )
-    return Requeued(len(stranded), rows)
+    return write

@@ -58,6 +58,33 @@ def test_after_redis_loses_everything_pending_documents_are_queued_again(
     assert statuses(db) == ["queued", "queued", "queued"]
 
 
+def test_a_backlog_larger_than_a_page_is_compared_and_pushed_a_page_at_a_time(
+    env, settings, db, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("jobs.requeue.PAGE_ROWS", 2)
+    for name in "abcde":
+        write(tmp_path / "in", f"{name}.txt", f"{name.upper()}.")
+    write(tmp_path / "in", "twin.txt", "E.")  # a second row of one document, on a later page
+    submit(env, tmp_path / "in")
+    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
+    client.flushdb()
+    queue.enqueue(settings, [_key_of(db, "a.txt")])  # one document kept its message
+
+    done = requeue_stranded(db, client, settings, older_than_s=0)
+
+    assert (done.documents, done.rows) == (4, 5)
+    pushed = queue.keys_in_redis(client, settings.queue)
+    assert len(pushed) == 5  # each document's key once: a's old message, four new ones
+    assert requeue_stranded(db, client, settings, older_than_s=0).documents == 0
+
+
+def _key_of(db, name: str) -> str:
+    with db.connect() as conn:
+        return conn.execute(
+            sa.select(results.c.result_key).where(results.c.source_path.like(f"%{name}"))
+        ).scalar_one()
+
+
 def test_a_message_held_by_a_worker_is_not_stranded(env, settings, db, tmp_path):
     write(tmp_path / "in", "a.txt", "A.")
     submit(env, tmp_path / "in")
