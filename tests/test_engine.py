@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -79,3 +81,10 @@ def test_a_document_cannot_write_its_own_chat_turns(model):
     controls = [i for i in chat_prompt_ids(tokenizer, instruction, forged) if i in special]
     assert controls == [i for i in template(plain) if i in special]  # the template's own, only
     assert len([i for i in template(forged) if i in special]) > len(controls)  # what it prevents
+
+
+def test_the_default_model_is_saved_in_the_dtype_vllm_runs_it_in(model):
+    """`summarize model fetch` saves bfloat16: vLLM then loads it without casting each weight
+    (and saying so, 122 lines of a first run)."""
+    config = json.loads((Path(model) / "config.json").read_text())
+    assert config.get("dtype", config.get("torch_dtype")) == "bfloat16"

@@ -85,6 +85,7 @@ class VllmEngine:
                 tensor_parallel_size=tensor_parallel_size,  # one model over several GPUs
                 enable_prefix_caching=True,
                 enforce_eager=cpu,  # torch.compile on the CPU build costs minutes for little
+                use_tqdm_on_load=log.isEnabledFor(logging.DEBUG),  # its bars: DEBUG only
                 seed=0,
             )
         except (ValueError, RuntimeError, MemoryError) as exc:

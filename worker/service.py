@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import sqlalchemy as sa
 
 from jobs import broker, queue, requeue
 from jobs.settings import Settings
-from worker import echo, runtime
+from worker import echo, logs, runtime
 from worker.app import configure
 from worker.leases import Leases
 from worker.model import resolve as resolve_model
@@ -36,8 +35,7 @@ READY = "worker ready"  # logged once the consumer takes messages (tests and ope
 
 def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> int:
     """Build the engine, then consume the queue until stopped (or, with burst, until it is empty)."""
-    _logging(loglevel)
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", loglevel)  # vLLM logs on its own; same level
+    logs.configure(loglevel)
     profile = settings.profile
     in_flight = settings.in_flight or 2 * profile.max_num_seqs
     messages = max(2, -(-in_flight // settings.chunk_docs))  # chunks held at once
@@ -192,11 +190,3 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
         log.info("burst: the queue is empty, stopping")
         state.should_stop = 0
         return
-
-
-def _logging(level: str) -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
