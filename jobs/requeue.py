@@ -25,7 +25,7 @@ from jobs.settings import Settings
 log = logging.getLogger(__name__)
 
 REQUEUE_EVERY_S = 30.0  # how often workers and `submit --wait` look for stranded documents
-PAGE_ROWS = 10_000  # pending rows read, compared and pushed at a time
+PAGE_ROWS = 10_000  # pending documents read, compared and pushed at a time
 
 
 @dataclass(frozen=True)
@@ -66,35 +66,39 @@ def requeue_stranded(
 ) -> Requeued:
     """Push a fresh message for every pending document that has none in Redis.
 
-    Pending rows are read PAGE_ROWS at a time and what each page finds stranded is pushed at
-    once, so memory stays flat with a million documents queued: what is held is the keys
-    Redis has (8 bytes each) and those pushed.
+    Memory stays flat with a million documents queued: pending documents are read PAGE_ROWS
+    at a time (a row a document, with the rows it answers), compared with the keys Redis
+    holds (8 bytes each), and only the stranded ones are kept, 32 bytes each, to be pushed
+    once the read is over, so no transaction stays open while Redis is written.
     """
     now = utcnow()
     cutoff = now - timedelta(seconds=older_than_s)
     # a row a live worker holds under its lease is not stranded
     unheld = sa.or_(results.c.status == "queued", lease_lapsed(now))
-    query = sa.select(results.c.result_key).where(is_pending, unheld, results.c.created_at < cutoff)
+    query = (
+        sa.select(results.c.result_key, sa.func.count())
+        .where(is_pending, unheld, results.c.created_at < cutoff)
+        .group_by(results.c.result_key)
+    )
     if batch is not None:
         query = query.where(results.c.batch == batch)
     present: queue.KeysInRedis | None = None  # read once a pending row is found
-    pushed: set[int] = set()  # fingerprints of the keys pushed (a key can have several rows)
-    documents = rows = 0
+    stranded = bytearray()  # their keys, 32 bytes each
+    rows = 0
     with db.connect() as conn:
         for page in conn.execution_options(yield_per=PAGE_ROWS).execute(query).partitions():
             if present is None:  # after the rows are read: a message that was pushed for
                 present = queue.keys_in_redis(client, settings.queue)  # them is seen
-            stranded = [key for (key,) in page if key not in present]
-            rows += len(stranded)
-            fresh = {}
-            for key in stranded:
-                mark = queue.fingerprint(key)
-                if mark not in pushed:
-                    pushed.add(mark)
-                    fresh[key] = None
-            if fresh:
-                queue.commit_then_push(settings, db, _waiting_again(list(fresh), unheld))
-                documents += len(fresh)
+            for key, count in page:
+                if key is not None and key not in present:
+                    stranded += bytes.fromhex(key)
+                    rows += count
+    step = PAGE_ROWS * queue.KEY_BYTES
+    for start in range(0, len(stranded), step):
+        piece = stranded[start : start + step]
+        keys = [piece[i : i + queue.KEY_BYTES].hex() for i in range(0, len(piece), queue.KEY_BYTES)]
+        queue.commit_then_push(settings, db, _waiting_again(keys, unheld))
+    documents = len(stranded) // queue.KEY_BYTES
     if documents:
         log.warning(
             "requeued %d stranded documents (%d rows) with no message in Redis", documents, rows

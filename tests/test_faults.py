@@ -110,18 +110,21 @@ def test_killed_workers_lose_nothing_and_long_holds_are_not_delivered_twice(
             worker = Worker(env, tmp_path / f"worker-{round_ + 1}.log")
             kills.append((killed_at, in_hand))
 
-            def redelivered(in_hand=in_hand, killed_at=killed_at):
-                return any(
-                    r.result_key in in_hand and r.started_at.timestamp() > killed_at
+            taken_again: list[float] = []  # when the documents in hand were started again
+
+            def redelivered(in_hand=in_hand, killed_at=killed_at, taken_again=taken_again):
+                # A suspect given back to run apart shows no start for a moment: not yet again.
+                taken_again[:] = [
+                    r.started_at.timestamp()
                     for r in rows("kill")
-                )
+                    if r.result_key in in_hand
+                    and r.started_at is not None
+                    and r.started_at.timestamp() > killed_at
+                ]
+                return bool(taken_again)
 
             wait_for(redelivered, 600, "redelivery after the kill", worker)
-            first = min(
-                r.started_at.timestamp()
-                for r in rows("kill")
-                if r.result_key in in_hand and r.started_at.timestamp() > killed_at
-            )
+            first = min(taken_again)
             print(
                 f"kill {round_ + 1}: {len(in_hand)} documents in hand, taken on again "
                 f"{first - killed_at:.0f} s after the kill (worker restart included)"

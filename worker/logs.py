@@ -42,7 +42,7 @@ class Chatter(logging.Filter):
 
     def __init__(self, level: str = "INFO"):
         super().__init__()
-        self.debug = logging.getLevelName(level) == logging.DEBUG
+        self.debug = logging.getLevelName(level.upper()) == logging.DEBUG
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.debug or record.levelno >= logging.ERROR:
@@ -53,13 +53,19 @@ class Chatter(logging.Filter):
 
 def configure(level: str) -> None:
     """Our log on stderr at `level`; vLLM's (in every process of its) and Celery's kept quiet."""
+    level = level.upper()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(FORMAT))
     handler.addFilter(Chatter(level))
     logging.basicConfig(level=level, handlers=[handler])
     debug = logging.getLevelName(level) == logging.DEBUG
-    os.environ.setdefault("VLLM_LOGGING_CONFIG_PATH", _vllm_config(level, debug))
+    # vLLM refuses a configuration file when told not to configure logging; a user's own wins
+    if os.environ.get("VLLM_CONFIGURE_LOGGING") != "0" and not os.environ.get(
+        "VLLM_LOGGING_CONFIG_PATH"
+    ):
+        os.environ["VLLM_LOGGING_CONFIG_PATH"] = _vllm_config(level, debug)
     if debug:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "DEBUG")  # vLLM's own debug checks too
         return
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # torch's C++ notices (NUMA binding)
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")  # libraries' deprecations
