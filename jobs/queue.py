@@ -240,7 +240,7 @@ def keys_in_redis(client: redis.Redis, queue: str, page: int = 100) -> KeysInRed
     start = 0
     while True:
         raw = client.lrange(queue, start, start + page - 1)
-        runs.append(_sorted_run(key for message in raw for key in _keys_of(message)))
+        runs.append(_sorted_run(raw))
         if len(raw) < page:
             break
         start += page
@@ -251,14 +251,15 @@ def keys_in_redis(client: redis.Redis, queue: str, page: int = 100) -> KeysInRed
         except (ValueError, IndexError, TypeError, KeyError):
             continue
         if len(held) == page:
-            runs.append(_sorted_run(key for message in held for key in _keys_of(message)))
+            runs.append(_sorted_run(held))
             held = []
-    runs.append(_sorted_run(key for message in held for key in _keys_of(message)))
+    runs.append(_sorted_run(held))
     return KeysInRedis(runs)
 
 
-def _sorted_run(keys: Iterable[str]) -> array:
-    return array("Q", sorted(fingerprint(key) for key in keys))
+def _sorted_run(messages: Iterable[object]) -> array:
+    """The fingerprints of the keys the messages carry, sorted."""
+    return array("Q", sorted(fingerprint(key) for message in messages for key in _keys_of(message)))
 
 
 def _keys_of(message: object) -> list[str]:

@@ -77,7 +77,7 @@ def fetch(settings: Settings, say: Callable[[str], None] = print) -> Path:
     target = settings.default_model_dir
     if (target / "config.json").exists():
         if _saved_dtype(target) == "float32":  # by an earlier version: vLLM casts each weight
-            say(f"The model in {target} was saved in {_saved_dtype(target)}; saving it again.")
+            say(f"The model in {target} was saved in float32; saving it again.")
         else:
             say(f"The model is already in {target}.")
             return target
