@@ -19,14 +19,15 @@ from datetime import datetime
 import redis
 import sqlalchemy as sa
 
-from jobs import corpus, queue
+from core import queue
+from core.database import insert, insert_ignoring_conflicts, refresh_statistics, unavailable
+from core.errors import SummarizeError
+from core.prompt import prompt_hash, result_key
+from core.requeue import REQUEUE_EVERY_S
+from core.settings import Settings
+from core.tables import FINAL, PENDING, batches, documents, results, utcnow
+from jobs import corpus
 from jobs.corpus import Text, Unreadable
-from jobs.database import insert, insert_ignoring_conflicts, refresh_statistics, unavailable
-from jobs.errors import SummarizeError
-from jobs.models import FINAL, PENDING, batches, documents, results, utcnow
-from jobs.prompt import prompt_hash, result_key
-from jobs.requeue import REQUEUE_EVERY_S
-from jobs.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def count_files(paths: Iterable[str], follow_links: bool = False) -> int:
     return sum(1 for found in corpus.walk(paths, follow_links) if found.kind == "document")
 
 
-def ensure_batch(engine: sa.Engine, name: str, prompt: Prompt) -> None:
+def ensure_batch(db: sa.Engine, name: str, prompt: Prompt) -> None:
     """Create the batch, or check that an existing one used the same model and prompt."""
     longest = batches.c.name.type.length
     if len(name) > longest:
@@ -96,13 +97,13 @@ def ensure_batch(engine: sa.Engine, name: str, prompt: Prompt) -> None:
             f"The batch name is {len(name):,} characters long; at most {longest} fit: "
             "choose a shorter --batch."
         )
-    with engine.begin() as conn:
+    with db.begin() as conn:
         row = conn.execute(
             sa.select(batches.c.model, batches.c.prompt_hash).where(batches.c.name == name)
         ).first()
         if row is None:
             conn.execute(
-                insert_ignoring_conflicts(engine, batches).values(
+                insert_ignoring_conflicts(db, batches).values(
                     name=name,
                     model=prompt.model,
                     instruction=prompt.instruction,
@@ -121,7 +122,7 @@ def ensure_batch(engine: sa.Engine, name: str, prompt: Prompt) -> None:
 
 def submit(
     settings: Settings,
-    engine: sa.Engine,
+    db: sa.Engine,
     client: redis.Redis,
     paths: Iterable[str],
     batch: str,
@@ -130,7 +131,7 @@ def submit(
 ) -> SubmitReport:
     """Record `paths` as rows of `batch` and queue every document that needs a summary."""
     prompt = Prompt.from_settings(settings)
-    ensure_batch(engine, batch, prompt)
+    ensure_batch(db, batch, prompt)
     report = SubmitReport(batch)
     chunk: list[Text | Unreadable] = []
     chunk_bytes = 0
@@ -152,22 +153,22 @@ def submit(
         chunk_bytes += item.size_bytes if isinstance(item, Text) else 0
         on_file()
         if len(chunk) >= CHUNK_FILES or chunk_bytes >= CHUNK_BYTES:
-            _submit_chunk(settings, engine, client, batch, prompt, chunk, report)
+            _submit_chunk(settings, db, client, batch, prompt, chunk, report)
             chunk, chunk_bytes = [], 0
-            analyze_at = _statistics(engine, report, analyze_at)
+            analyze_at = _statistics(db, report, analyze_at)
     if chunk:
-        _submit_chunk(settings, engine, client, batch, prompt, chunk, report)
-        _statistics(engine, report, analyze_at)
+        _submit_chunk(settings, db, client, batch, prompt, chunk, report)
+        _statistics(db, report, analyze_at)
     return report
 
 
-def _statistics(engine: sa.Engine, report: SubmitReport, analyze_at: int) -> int:
+def _statistics(db: sa.Engine, report: SubmitReport, analyze_at: int) -> int:
     """Refresh PostgreSQL's statistics each time the submit grew tenfold; returns the next
     size to do it at. They only speed up the worker: a failure is a warning."""
     if report.documents < analyze_at:
         return analyze_at
     try:
-        refresh_statistics(engine)
+        refresh_statistics(db)
     except sa.exc.SQLAlchemyError as exc:
         log.warning("could not refresh the database's statistics (the worker may be slow): %s", exc)
     while analyze_at <= report.documents:
@@ -177,7 +178,7 @@ def _statistics(engine: sa.Engine, report: SubmitReport, analyze_at: int) -> int
 
 def _submit_chunk(
     settings: Settings,
-    engine: sa.Engine,
+    db: sa.Engine,
     client: redis.Redis,
     batch: str,
     prompt: Prompt,
@@ -188,8 +189,8 @@ def _submit_chunk(
     paths: list[str] = []
 
     def write(conn: sa.Connection) -> list[str]:
-        rows, keys, texts = _plan(conn, engine, batch, prompt, chunk, report, now)
-        _store(conn, engine, texts, now, keep_all=settings.keep_texts)
+        rows, keys, texts = _plan(conn, db, batch, prompt, chunk, report, now)
+        _store(conn, db, texts, now, keep_all=settings.keep_texts)
         if rows:
             conn.execute(results.insert(), rows)
         paths.extend(row["source_path"] for row in rows)
@@ -203,16 +204,16 @@ def _submit_chunk(
             )
 
     try:
-        queued = queue.commit_then_push(settings, engine, write, take_back)
+        queued = queue.commit_then_push(settings, db, write, take_back)
     except sa.exc.OperationalError as exc:
         raise unavailable(settings, exc) from exc
     report.submitted += len(queued)
 
 
-def _store(conn, engine: sa.Engine, texts: dict[str, tuple[Text, bool]], now, keep_all: bool):
+def _store(conn, db: sa.Engine, texts: dict[str, tuple[Text, bool]], now, keep_all: bool):
     """Store the documents the rows refer to: with their text where a row will need it.
 
-    A text stored before and dropped since (jobs/retention.py) is stored again when a row
+    A text stored before and dropped since (core/retention.py) is stored again when a row
     needs it. On PostgreSQL that conflict locks the document row even when the text is
     there, so a worker dropping it at the same moment waits for this submit to commit and
     then sees its new rows. Sorted by hash: locks taken in one order never deadlock.
@@ -225,7 +226,7 @@ def _store(conn, engine: sa.Engine, texts: dict[str, tuple[Text, bool]], now, ke
         else:
             answered.append(row | {"body": None})
     if needed:
-        statement = insert(engine, documents)
+        statement = insert(db, documents)
         conn.execute(
             statement.on_conflict_do_update(
                 index_elements=[documents.c.content_hash],
@@ -235,10 +236,10 @@ def _store(conn, engine: sa.Engine, texts: dict[str, tuple[Text, bool]], now, ke
             needed,
         )
     if answered:  # already summarized: only the hash is kept, as after any summary
-        conn.execute(insert_ignoring_conflicts(engine, documents), answered)
+        conn.execute(insert_ignoring_conflicts(db, documents), answered)
 
 
-def _plan(conn, engine, batch, prompt, chunk, report, now):
+def _plan(conn, db, batch, prompt, chunk, report, now):
     """Decide each file's row: queued (with or without a new message), answered, or failed."""
     paths = [item.path for item in chunk]
     existing = set(
@@ -361,8 +362,8 @@ class Progress:
         return self.by_status.get("succeeded", 0) == self.total
 
 
-def progress(engine: sa.Engine, batch: str) -> Progress:
-    with engine.connect() as conn:
+def progress(db: sa.Engine, batch: str) -> Progress:
+    with db.connect() as conn:
         counts = dict(
             conn.execute(
                 sa.select(results.c.status, sa.func.count())
@@ -374,7 +375,7 @@ def progress(engine: sa.Engine, batch: str) -> Progress:
 
 
 def wait(
-    engine: sa.Engine,
+    db: sa.Engine,
     batch: str,
     *,
     deadline_s: float | None = None,
@@ -388,7 +389,7 @@ def wait(
     """
     start = last_requeue = time.monotonic()
     while True:
-        now = progress(engine, batch)
+        now = progress(db, batch)
         on_progress(now)
         if now.done:
             return now

@@ -1,13 +1,13 @@
-"""Alembic environment: the metadata from `jobs.models`, the URL from the settings object."""
+"""Alembic environment: the metadata from `core.tables`, the URL from the settings object."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import pool
 
-from jobs.database import connect
-from jobs.models import Base, modelled
-from jobs.settings import Settings
+from core.database import connect
+from core.settings import Settings
+from core.tables import Base, modelled
 
 config = context.config
 target_metadata = Base.metadata
@@ -32,8 +32,8 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    engine = connect(_settings(), poolclass=pool.NullPool)
-    with engine.connect() as connection:
+    db = connect(_settings(), poolclass=pool.NullPool)
+    with db.connect() as connection:
         context.configure(
             connection=connection,
             target_metadata=target_metadata,
@@ -42,7 +42,7 @@ def run_migrations_online() -> None:
         )
         with context.begin_transaction():
             context.run_migrations()
-    engine.dispose()
+    db.dispose()
 
 
 if context.is_offline_mode():

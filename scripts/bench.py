@@ -64,8 +64,8 @@ def documents(folder: Path, limit: int | None) -> list[str]:
     `submit` summarizes a text that appears twice in a batch once; giving every mode only
     distinct texts keeps them doing the same work (lee-background holds 7 repeats).
     """
+    from core.settings import Settings
     from jobs import corpus
-    from jobs.settings import Settings
 
     max_bytes = Settings.from_env().max_doc_bytes
     texts: dict[str, str] = {}
@@ -95,10 +95,10 @@ def run_raw(args) -> dict:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from jobs.prompt import TEMPERATURE
-    from jobs.settings import Settings
+    from core.model import resolve
+    from core.prompt import TEMPERATURE
+    from core.settings import Settings
     from worker.engine import VllmEngine
-    from worker.model import resolve
 
     settings = Settings.from_env()
     engine = VllmEngine(resolve(settings), settings.profile, settings.model_name)
@@ -129,10 +129,10 @@ def run_raw(args) -> dict:
 def run_pipeline(args) -> dict:
     import sqlalchemy as sa
 
-    from jobs import database
-    from jobs.models import results
-    from jobs.settings import Settings
-    from jobs.views import as_utc
+    from core import database
+    from core.settings import Settings
+    from core.tables import results
+    from readers.views import as_utc
 
     work = Path(tempfile.mkdtemp(prefix="summarize-bench-"))
     # SUMMARIZE_MAX_TOKENS is in os.environ already; with no SUMMARIZE_DATABASE_URL the
@@ -210,9 +210,9 @@ def run_hf(args) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from jobs.settings import Settings
+    from core.model import resolve
+    from core.settings import Settings
     from worker.engine import chat_prompt_ids
-    from worker.model import resolve
 
     settings = Settings.from_env()
     model_path = resolve(settings)
@@ -291,7 +291,7 @@ def run_submit(args) -> dict:
                 env.pop("SUMMARIZE_BROKER_URL", None)
             # Create the schema first, so the measurement is of submitting alone.
             subprocess.run(
-                [sys.executable, "-m", "jobs.cli", "db", "upgrade"],
+                [sys.executable, "-m", "summarize.cli", "db", "upgrade"],
                 env=env,
                 check=True,
                 capture_output=True,
@@ -301,7 +301,7 @@ def run_submit(args) -> dict:
                 [
                     sys.executable,
                     "-m",
-                    "jobs.cli",
+                    "summarize.cli",
                     "submit",
                     str(folder),
                     "--batch",
@@ -317,8 +317,8 @@ def run_submit(args) -> dict:
                 raise SystemExit(f"submit failed: {process.stderr.read().decode()[-2000:]}")
             figures[count] = (count / seconds, usage.ru_maxrss / 1024)
             if not env.get("SUMMARIZE_BROKER_URL"):  # submit stops it when idle; be sure
-                from jobs.broker import EmbeddedRedis
-                from jobs.settings import Settings
+                from core.broker import EmbeddedRedis
+                from core.settings import Settings
 
                 EmbeddedRedis(Settings.from_env(env)).stop()
         finally:
@@ -367,7 +367,7 @@ def make_files(folder: Path, count: int, words: int = 40) -> None:
         (sub / f"{i:07d}.txt").write_text(f"Document {i}. {body}.\n")
 
 
-SUMMARIZE = [sys.executable, "-m", "jobs.cli"]
+SUMMARIZE = [sys.executable, "-m", "summarize.cli"]
 
 
 def _echo_place(name: str) -> tuple[Path, dict]:
@@ -387,9 +387,9 @@ def _echo_place(name: str) -> tuple[Path, dict]:
 def run_ceiling(args) -> dict:
     import sqlalchemy as sa
 
-    from jobs import broker, database
-    from jobs.settings import Settings
-    from jobs.views import batch_stats
+    from core import broker, database
+    from core.settings import Settings
+    from readers.views import batch_stats
 
     figures = {}
     for count in (args.ceiling_docs // 10, args.ceiling_docs):
@@ -457,8 +457,8 @@ def run_endtoend(args) -> dict:
     """`submit`, `worker --burst`, `status` and `results --format jsonl` on one batch of
     --endtoend-docs generated documents (the instant engine), each step's wall time and peak
     memory; the export must hold one line per document."""
-    from jobs import broker
-    from jobs.settings import Settings
+    from core import broker
+    from core.settings import Settings
 
     count = args.endtoend_docs
     work, env = _echo_place("endtoend")
@@ -514,7 +514,7 @@ def run_startup(args) -> dict:
     for _ in range(7):
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "jobs.cli", "--help"], check=True, capture_output=True
+            [sys.executable, "-m", "summarize.cli", "--help"], check=True, capture_output=True
         )
         took.append(time.perf_counter() - started)
     return {"mode": "startup", "median_s": sorted(took)[3]}
@@ -531,8 +531,8 @@ def run_readers(args) -> dict:
     submit) until `results` holds --readers-rows rows. --readers-dir keeps the data for
     another run.
     """
-    from jobs import broker, database
-    from jobs.settings import Settings
+    from core import broker, database
+    from core.settings import Settings
 
     work = Path(args.readers_dir or tempfile.mkdtemp(prefix="summarize-readers-"))
     env = os.environ | {
@@ -607,8 +607,8 @@ def _readers(db) -> dict:
     import sqlalchemy as sa
     from starlette.testclient import TestClient
 
-    from jobs import status
-    from jobs.dashboard.app import create_app
+    from readers import status
+    from readers.dashboard.app import create_app
 
     client = TestClient(create_app(db))
 
@@ -729,7 +729,7 @@ def main() -> None:
     parser.add_argument("--_child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.max_tokens is None:
-        from jobs.settings import Settings
+        from core.settings import Settings
 
         args.max_tokens = Settings.from_env().summary_max_tokens
     os.environ["SUMMARIZE_MAX_TOKENS"] = str(args.max_tokens)

@@ -13,9 +13,9 @@ import time
 import redis
 import sqlalchemy as sa
 
-from jobs.models import results
+from core.tables import results
 from jobs.submit import submit as submit_files
-from jobs.views import as_utc
+from readers.views import as_utc
 from tests.conftest import write
 from tests.fakes import FakeEngine
 from worker.drain import Drain

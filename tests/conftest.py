@@ -16,10 +16,10 @@ import redis
 import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
-from jobs import database
-from jobs.broker import answers, redis_server_binary
-from jobs.cli import main
-from jobs.settings import Settings
+from core import database
+from core.broker import answers, redis_server_binary
+from core.settings import Settings
+from summarize.cli import main
 
 REQUIRE_SERVICES = os.environ.get("SUMMARIZE_TEST_REQUIRE_SERVICES") == "1"  # set by .ci/run
 POSTGRES_URL = os.environ.get(
@@ -120,24 +120,24 @@ def queue_name() -> str:
 
 
 def _reset_postgres() -> None:
-    engine = sa.create_engine(POSTGRES_URL, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
+    db = sa.create_engine(POSTGRES_URL, poolclass=sa.pool.NullPool)
+    with db.begin() as conn:
         conn.execute(sa.text("DROP SCHEMA IF EXISTS public CASCADE"))
         conn.execute(sa.text("CREATE SCHEMA public"))
-    engine.dispose()
+    db.dispose()
 
 
 def _postgres_answers() -> bool:
-    engine = sa.create_engine(
+    db = sa.create_engine(
         POSTGRES_URL, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 2}
     )
     try:
-        with engine.connect():
+        with db.connect():
             return True
     except sa.exc.OperationalError:
         return False
     finally:
-        engine.dispose()
+        db.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -171,10 +171,10 @@ def settings(env) -> Settings:
 
 @pytest.fixture
 def db(settings) -> sa.Engine:
-    engine = database.connect(settings)
-    database.ensure_schema(settings, engine)
-    yield engine
-    engine.dispose()
+    db = database.connect(settings)
+    database.ensure_schema(settings, db)
+    yield db
+    db.dispose()
 
 
 @pytest.fixture

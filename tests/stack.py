@@ -14,10 +14,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from jobs.models import results
+from core.tables import results
 from tests.conftest import POSTGRES_URL, lee
 
-SUMMARIZE = [sys.executable, "-m", "jobs.cli"]
+SUMMARIZE = [sys.executable, "-m", "summarize.cli"]
 DEFAULT_TEST_MODEL = Path.home() / ".cache" / "summarize-tests" / "models" / "SmolLM2-135M-Instruct"
 
 
@@ -50,13 +50,13 @@ def copy_lee(folder: Path, start: int, count: int) -> Path:
 
 def rows(batch: str | None = None) -> list[sa.Row]:
     """The results rows in the test PostgreSQL, of one batch or of all."""
-    engine = sa.create_engine(POSTGRES_URL, poolclass=sa.pool.NullPool)
+    db = sa.create_engine(POSTGRES_URL, poolclass=sa.pool.NullPool)
     query = sa.select(results)
     if batch:
         query = query.where(results.c.batch == batch)
-    with engine.connect() as conn:
+    with db.connect() as conn:
         found = conn.execute(query).all()
-    engine.dispose()
+    db.dispose()
     return found
 
 

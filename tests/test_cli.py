@@ -11,7 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from jobs.cli import main
+from summarize.cli import main
 
 
 def _commands(group: click.Group, prefix=()):
@@ -45,7 +45,7 @@ def test_a_bad_setting_is_an_error_line_not_a_traceback(tmp_path):
 
 def test_the_producer_side_imports_neither_vllm_nor_torch_nor_celery():
     """What keeps `submit` and `status` quick to start (bench.py --modes startup times it)."""
-    code = "import sys, jobs.cli, jobs.submit, jobs.status; print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'torch', 'celery')))"
+    code = "import sys, summarize.cli, jobs.submit, readers.status; print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'torch', 'celery')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
@@ -54,7 +54,7 @@ def test_the_producer_side_imports_neither_vllm_nor_torch_nor_celery():
 def test_a_model_neither_here_nor_on_the_hub_ends_the_worker_with_the_fix_not_a_traceback(env):
     missing = "summarize-tests/no-such-model-0"
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "worker", "--burst"],
+        [sys.executable, "-m", "summarize.cli", "worker", "--burst"],
         env=os.environ | env | {"SUMMARIZE_MODEL": missing},
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""`summarize dashboard`: its JSON, its read-only engine, its command, and the page in Chromium.
+"""`summarize dashboard`: its JSON, its read-only connection, its command, and the page in Chromium.
 
 The batches behind it are made the real way (tests/batches.py): submitted to the
 real Redis and summarized by the real drain loop with the stand-in engine.
@@ -18,14 +18,14 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from jobs import database
-from jobs.cli import main
-from jobs.dashboard.app import LOOPBACK_NAMES, create_app
-from jobs.dashboard.queries import open_readonly
-from jobs.errors import SummarizeError
-from jobs.models import results
-from jobs.settings import Settings
-from jobs.views import batch_stats
+from core import database
+from core.errors import SummarizeError
+from core.settings import Settings
+from core.tables import results
+from readers.dashboard.app import LOOPBACK_NAMES, create_app
+from readers.dashboard.queries import open_readonly
+from readers.views import batch_stats
+from summarize.cli import main
 from tests.batches import durations, submit, summarize_queued
 from tests.stack import SUMMARIZE
 
@@ -45,11 +45,11 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture
 def client(settings, week):
-    """The app over a read-only engine, as `summarize dashboard` builds it."""
-    engine = open_readonly(settings)
-    with TestClient(create_app(engine)) as client:
+    """The app over a read-only connection, as `summarize dashboard` builds it."""
+    db = open_readonly(settings)
+    with TestClient(create_app(db)) as client:
         yield client
-    engine.dispose()
+    db.dispose()
 
 
 # -- the JSON endpoints -----------------------------------------------------------------------
@@ -137,25 +137,25 @@ def test_the_page_loads_its_scripts_from_the_package_not_a_cdn(client):
 
 def test_on_loopback_a_request_naming_another_host_is_refused(settings, week):
     """A web page elsewhere cannot reach the dashboard through DNS rebinding."""
-    engine = open_readonly(settings)
-    app = create_app(engine, allowed_hosts=LOOPBACK_NAMES)
+    db = open_readonly(settings)
+    app = create_app(db, allowed_hosts=LOOPBACK_NAMES)
 
     assert TestClient(app, base_url="http://evil.example").get("/api/overview").status_code == 400
     for url in ("http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"):
         assert TestClient(app, base_url=url).get("/api/overview").status_code == 200, url
-    engine.dispose()
+    db.dispose()
 
 
 # -- read-only --------------------------------------------------------------------------------
 
 
-def test_the_dashboards_engine_refuses_to_write(settings, week):
-    engine = open_readonly(settings)
+def test_the_dashboards_connection_refuses_to_write(settings, week):
+    db = open_readonly(settings)
 
-    with pytest.raises(sa.exc.DBAPIError, match="(?i)read-?only"), engine.begin() as conn:
+    with pytest.raises(sa.exc.DBAPIError, match="(?i)read-?only"), db.begin() as conn:
         conn.execute(results.delete())
 
-    engine.dispose()
+    db.dispose()
     with week.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(results)).scalar() == 21
 
@@ -164,10 +164,10 @@ def test_a_database_path_with_a_question_mark_is_still_opened_read_only(tmp_path
     settings = Settings.from_env({"SUMMARIZE_DATA_DIR": str(tmp_path / "odd?mode=rwc#x")})
     database.ready(settings).dispose()
 
-    engine = open_readonly(settings)
-    with pytest.raises(sa.exc.DBAPIError, match="(?i)read-?only"), engine.begin() as conn:
+    db = open_readonly(settings)
+    with pytest.raises(sa.exc.DBAPIError, match="(?i)read-?only"), db.begin() as conn:
         conn.execute(results.delete())
-    engine.dispose()
+    db.dispose()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["odd?mode=rwc#x"]  # nothing else made
 
 
@@ -188,16 +188,16 @@ def test_the_dashboard_does_not_create_a_database_that_is_not_there(env, setting
             "failures view yet: run `summarize db upgrade` once, then start the dashboard "
             "again.\n"
         )
-        engine = sa.create_engine(settings.database_url)
-        assert sa.inspect(engine).get_table_names() == []
-        engine.dispose()
+        db = sa.create_engine(settings.database_url)
+        assert sa.inspect(db).get_table_names() == []
+        db.dispose()
 
 
 def test_open_readonly_refuses_a_database_without_the_views(settings):
-    engine = database.connect(settings)
-    with engine.begin() as conn:  # a database some other tool made: no views in it
+    db = database.connect(settings)
+    with db.begin() as conn:  # a database some other tool made: no views in it
         conn.execute(sa.text("CREATE TABLE unrelated (id INTEGER)"))
-    engine.dispose()
+    db.dispose()
 
     with pytest.raises(SummarizeError, match="run `summarize db upgrade` once"):
         open_readonly(settings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from jobs import database
+from core import database
 from tests.services import RedisServer
 from tests.stack import cli, model_dir
 

@@ -10,12 +10,13 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-from jobs.models import results, utcnow
-from jobs.requeue import requeue_stranded
+from core.requeue import requeue_stranded
+from core.tables import results, utcnow
 from tests.batches import submitted
 from tests.fakes import FakeEngine
 from worker.drain import Drain, retry_delay_s
 from worker.recorder import Recorder
+from worker.tickets import Signal
 
 WAIT_S = 10
 
@@ -189,7 +190,7 @@ def test_a_message_delivered_twice_is_summarized_once(settings, db, tmp_path, ru
     assert [f.result(WAIT_S).status for f in both] == ["succeeded", "succeeded"]
     again = drain.summarize(key).result(WAIT_S)
 
-    assert again.status == "skipped"
+    assert again is Signal.SKIPPED
     assert len(engine.added) == 1
     assert rows(db)["a.txt"].attempts == 1
 
@@ -342,12 +343,13 @@ def test_shutting_down_hands_back_what_has_not_finished_within_the_grace(
     late = drain.summarize(keys[3])  # arrives while stopping: handed straight back
     gate.release()  # let the loop out of its step
 
-    outcomes = [f.result(WAIT_S).status for f in [*futures, late]]
-    assert outcomes.count("succeeded") + outcomes.count("handback") == 4
-    assert outcomes[3] == "handback"
-    assert "handback" in outcomes[:3]
+    settled = [f.result(WAIT_S) for f in [*futures, late]]
+    statuses = [s if s is Signal.HANDED_BACK else s.status for s in settled]
+    assert statuses.count("succeeded") + statuses.count(Signal.HANDED_BACK) == 4
+    assert statuses[3] is Signal.HANDED_BACK
+    assert Signal.HANDED_BACK in statuses[:3]
     assert engine.unfinished() == 0
     by_key = {r.result_key: r for r in rows(db).values()}
-    for key, outcome in zip(keys, outcomes, strict=True):
-        expected = ("succeeded", 1) if outcome == "succeeded" else ("queued", 0)
+    for key, status in zip(keys, statuses, strict=True):
+        expected = ("succeeded", 1) if status == "succeeded" else ("queued", 0)
         assert (by_key[key].status, by_key[key].attempts) == expected

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from jobs.models import results
+from core.tables import results
 from tests.conftest import write
 from tests.stack import Worker, cli
 from worker.echo import EchoEngine

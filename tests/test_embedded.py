@@ -8,9 +8,9 @@ import tempfile
 import pytest
 from click.testing import CliRunner
 
-from jobs import broker
-from jobs.cli import main
-from jobs.settings import Settings
+from core import broker
+from core.settings import Settings
+from summarize.cli import main
 from tests.conftest import write
 
 

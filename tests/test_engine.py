@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobs.errors import EngineError
-from jobs.profiles import PROFILES
+from core.errors import EngineError
+from core.profiles import PROFILES
 from worker.engine import _check_memory, _explain
 
 GiB = 2**30

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 import yaml
 from sqlalchemy.engine import make_url
 
-from jobs import database
+from core import database
 from tests.batches import make_week
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"

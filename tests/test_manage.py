@@ -13,14 +13,15 @@ import redis
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from jobs.cli import main
-from jobs.models import results
+from core.tables import results
+from summarize.cli import main
 from tests.batches import summarize_queued
 from tests.conftest import run, write
 from tests.fakes import FakeEngine
 from tests.stack import SUMMARIZE
 from worker.drain import Drain
 from worker.recorder import Recorder
+from worker.tickets import Signal
 
 WAIT_S = 10
 
@@ -133,8 +134,9 @@ def test_retry_queues_failed_documents_again_and_names_those_that_cannot_be(env,
 def test_a_retry_redis_refuses_leaves_the_rows_failed_and_says_so(
     env, settings, db, processed, monkeypatch
 ):
-    from jobs import batches, queue
-    from jobs.errors import BrokerUnavailable
+    from core import queue
+    from core.errors import BrokerUnavailable
+    from jobs import batches
 
     def refused(*_args, **_kwargs):
         raise redis.ConnectionError("Connection refused")
@@ -171,7 +173,7 @@ def test_cancel_marks_queued_documents_and_the_worker_skips_them(env, settings, 
     drain.start()
     outcome = drain.summarize(by_name["a.txt"].result_key).result(WAIT_S)
     drain.stop(5)
-    assert outcome.status == "skipped"
+    assert outcome is Signal.SKIPPED
     assert engine.added == []
 
 

@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
-from jobs import database
-from jobs.models import Base, modelled
+from core import database
+from core.tables import Base, modelled
 
 RESULTS_COLUMNS = [
     "id",
@@ -41,12 +41,12 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 @pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
 def test_an_empty_database_is_upgraded_to_exactly_the_documented_columns(settings):
-    engine = database.connect(settings)
-    assert database.current_revision(engine) is None
+    db = database.connect(settings)
+    assert database.current_revision(db) is None
 
     database.upgrade(settings)
 
-    inspector = sa.inspect(engine)
+    inspector = sa.inspect(db)
     assert [c["name"] for c in inspector.get_columns("results")] == RESULTS_COLUMNS
     assert set(inspector.get_table_names()) >= {
         "results",
@@ -54,10 +54,10 @@ def test_an_empty_database_is_upgraded_to_exactly_the_documented_columns(setting
         "batches",
         "alembic_version",
     }
-    assert database.current_revision(engine) == database.SCHEMA_REVISION
+    assert database.current_revision(db) == database.SCHEMA_REVISION
     uniques = {u["name"]: u["column_names"] for u in inspector.get_unique_constraints("results")}
     assert uniques == {"uq_results_batch_source_path": ["batch", "source_path"]}
-    engine.dispose()
+    db.dispose()
 
 
 @pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
@@ -67,11 +67,11 @@ def test_the_migrations_match_the_models(settings):
     from alembic.runtime.migration import MigrationContext
 
     database.upgrade(settings)
-    engine = database.connect(settings)
-    with engine.connect() as conn:
+    db = database.connect(settings)
+    with db.connect() as conn:
         context = MigrationContext.configure(conn, opts={"include_object": modelled})
         diff = compare_metadata(context, Base.metadata)
-    engine.dispose()
+    db.dispose()
     assert diff == []
 
 
@@ -88,22 +88,22 @@ def test_every_column_of_results_is_documented_in_the_readme():
 
 
 def test_ensure_schema_upgrades_once_and_then_does_nothing(settings):
-    engine = database.connect(settings)
-    database.ensure_schema(settings, engine)
-    database.ensure_schema(settings, engine)
-    assert database.current_revision(engine) == database.SCHEMA_REVISION
-    engine.dispose()
+    db = database.connect(settings)
+    database.ensure_schema(settings, db)
+    database.ensure_schema(settings, db)
+    assert database.current_revision(db) == database.SCHEMA_REVISION
+    db.dispose()
 
 
 def test_every_column_of_the_dashboard_views_is_documented_in_the_readme(settings):
     database.upgrade(settings)
-    engine = database.connect(settings)
+    db = database.connect(settings)
     text = README.read_text()
     for view in ("batch_stats", "daily_stats", "failures"):
-        with engine.connect() as conn:
+        with db.connect() as conn:
             columns = list(conn.execute(sa.text(f"SELECT * FROM {view} LIMIT 0")).keys())
         section = text[text.index(f"### The `{view}` view") :]
         section = section[: section.index("\n#", 1)] if "\n#" in section[1:] else section
         documented = re.findall(r"^\| `(\w+)` \|", section, re.M)
         assert documented == columns, view
-    engine.dispose()
+    db.dispose()

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from jobs.broker import EmbeddedRedis
-from jobs.models import results
-from jobs.settings import Settings
+from core.broker import EmbeddedRedis
+from core.settings import Settings
+from core.tables import results
 from tests.conftest import POSTGRES_URL, _reset_postgres, lee
 from tests.stack import Worker, cli, copy_lee
 

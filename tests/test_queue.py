@@ -11,8 +11,8 @@ import pytest
 import redis
 from celery import Celery
 
-from jobs import queue
-from jobs.settings import Settings
+from core import queue
+from core.settings import Settings
 from worker.tasks import summarize_chunk
 
 

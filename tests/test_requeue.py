@@ -7,10 +7,10 @@ import json
 import redis
 import sqlalchemy as sa
 
-from jobs import queue
-from jobs.models import results
-from jobs.queue import UNACKED
-from jobs.requeue import requeue_stranded, sweep
+from core import queue
+from core.queue import UNACKED
+from core.requeue import requeue_stranded, sweep
+from core.tables import results
 from tests.conftest import run, write
 
 
@@ -61,7 +61,7 @@ def test_after_redis_loses_everything_pending_documents_are_queued_again(
 def test_a_backlog_larger_than_a_page_is_compared_and_pushed_a_page_at_a_time(
     env, settings, db, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr("jobs.requeue.PAGE_ROWS", 2)
+    monkeypatch.setattr("core.requeue.PAGE_ROWS", 2)
     for name in "abcde":
         write(tmp_path / "in", f"{name}.txt", f"{name.upper()}.")
     write(tmp_path / "in", "twin.txt", "E.")  # a second row of one document, on a later page

@@ -13,10 +13,11 @@ from importlib import import_module
 
 import sqlalchemy as sa
 
-from jobs import batches, retention
-from jobs.models import batches as batches_table
-from jobs.models import documents, results, utcnow
-from jobs.views import GENERATED, batch_stats, document_seconds
+from core import retention
+from core.tables import batches as batches_table
+from core.tables import documents, results, utcnow
+from jobs import batches
+from readers.views import GENERATED, batch_stats, document_seconds
 from tests.batches import COUNTED, MONDAY, TUESDAY, make_week, recount, submit, summarize_queued
 from tests.conftest import run
 

@@ -15,10 +15,10 @@ from datetime import timedelta
 import redis
 import sqlalchemy as sa
 
+from core.requeue import requeue_stranded
+from core.tables import results, utcnow
 from jobs import batches
-from jobs.models import results, utcnow
-from jobs.requeue import requeue_stranded
-from jobs.views import as_utc, batch_stats, daily_stats
+from readers.views import as_utc, batch_stats, daily_stats
 from tests.batches import COUNTED, TUESDAY, make_week, recount, submit, summarize_queued
 from worker.recorder import Recorder
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.errors import SettingsError
-from jobs.settings import DEFAULT_INSTRUCTION, Settings, redact_url
+from core.errors import SettingsError
+from core.settings import DEFAULT_INSTRUCTION, Settings, redact_url
 
 
 def test_with_nothing_set_everything_lives_in_the_data_directory(tmp_path):
@@ -157,7 +157,7 @@ def test_every_profile_as_shipped_is_valid(name):
 
 
 def test_a_tls_broker_is_verified_by_default_on_the_celery_side_too():
-    from jobs import broker, queue
+    from core import broker, queue
 
     def tls(url: str) -> Settings:
         return Settings.from_env({"SUMMARIZE_BROKER_URL": url})

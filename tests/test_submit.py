@@ -13,10 +13,10 @@ import redis
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from jobs import database
-from jobs.cli import main
-from jobs.models import batches, documents, results
-from jobs.queue import unpack
+from core import database
+from core.queue import unpack
+from core.tables import batches, documents, results
+from summarize.cli import main
 from tests.conftest import run, write
 
 

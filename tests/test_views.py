@@ -14,10 +14,10 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from jobs import database
-from jobs.models import batches, results
-from jobs.status import batch_status
-from jobs.views import PERCENTILE_ERROR, as_utc, batch_stats, daily_stats, failures
+from core import database
+from core.tables import batches, results
+from readers.status import batch_status
+from readers.views import PERCENTILE_ERROR, as_utc, batch_stats, daily_stats, failures
 from tests.batches import (
     COUNTED,
     MONDAY,

@@ -1,6 +1,6 @@
 """The Celery app of the worker: JSON only, late acknowledgement, a visibility timeout we choose.
 
-Its configuration is the producer's (`jobs/queue.py`). `summarize worker` is the one
+Its configuration is the producer's (`core/queue.py`). `summarize worker` is the one
 way to run it: `celery -A worker.app worker` is refused at start (see `worker/tasks.py`),
 since only `summarize worker` renews the leases of held messages, sweeps for stranded
 documents and hands work back on SIGTERM.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from celery import Celery
 
-from jobs import queue
-from jobs.settings import Settings
+from core import queue
+from core.settings import Settings
 
 app = Celery("summarize", include=["worker.tasks"])
 

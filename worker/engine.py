@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
-from jobs.errors import EngineError
-from jobs.profiles import Profile, memory_share_that_fits
-from jobs.prompt import TEMPERATURE
+from core.errors import EngineError
+from core.profiles import Profile, memory_share_that_fits
+from core.prompt import TEMPERATURE
 
 log = logging.getLogger(__name__)
 

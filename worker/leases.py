@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 import redis
 
-from jobs import queue
+from core import queue
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from datetime import timedelta
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from jobs.database import retrying
-from jobs.models import batches, documents, is_pending, lease_lapsed, results, utcnow
-from jobs.retention import drop_texts
+from core.database import retrying
+from core.retention import drop_texts
+from core.tables import batches, documents, is_pending, lease_lapsed, results, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +42,10 @@ class Claim:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What became of one document, as written to its rows."""
+    """What became of one document, as written to its rows: the rows' new status and figures."""
 
     key: str
-    status: str  # "succeeded", "failed", "queued" (to be tried again), "skipped", "handback"
+    status: str  # "succeeded", "failed", or "queued": tried again in `retry_in_s`
     summary: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -65,14 +65,14 @@ TEXT_GONE = (
 class Recorder:
     def __init__(
         self,
-        engine: sa.Engine,
+        db: sa.Engine,
         retry_s: float = 300.0,
         *,
         keep_texts: bool = False,
         lease_s: float = 60.0,
         worker: str | None = None,
     ):
-        self.db = engine
+        self.db = db
         self.keep_texts = keep_texts  # SUMMARIZE_KEEP_TEXTS: never `forget` a text
         self.lease_s = lease_s  # how long a claim holds a row unless renewed
         self.worker = worker or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -81,7 +81,7 @@ class Recorder:
         # growing sleeps; our threads (claims, writes, leases) queue here instead, each woken
         # the moment the one before commits.
         self._one_writer = (
-            threading.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
+            threading.Lock() if db.dialect.name == "sqlite" else contextlib.nullcontext()
         )
 
     @contextlib.contextmanager
@@ -112,7 +112,7 @@ class Recorder:
             )
 
     def forget(self, hashes: list[str]) -> int:
-        """Drop the texts of these documents that no row needs any more (jobs/retention.py)."""
+        """Drop the texts of these documents that no row needs any more (core/retention.py)."""
         if self.keep_texts or not hashes:
             return 0
         return self._retry(self._forget)(hashes)

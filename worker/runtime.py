@@ -6,8 +6,8 @@ never built at import, and never per task.
 
 from __future__ import annotations
 
-from jobs import database
-from jobs.settings import Settings
+from core import database
+from core.settings import Settings
 from worker import echo
 from worker.drain import Drain
 from worker.engine import Engine
@@ -34,8 +34,8 @@ def build_engine(settings: Settings) -> Engine:
     """The instant engine for SUMMARIZE_MODEL=echo; otherwise vLLM with the model loaded."""
     if settings.model_name == echo.MODEL:
         return echo.EchoEngine(settings.profile.max_model_len)
+    from core.model import resolve
     from worker.engine import VllmEngine
-    from worker.model import resolve
 
     model = resolve(settings)
     return VllmEngine(model, settings.profile, settings.model_name, settings.tensor_parallel_size)

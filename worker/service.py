@@ -20,12 +20,12 @@ from pathlib import Path
 import redis
 import sqlalchemy as sa
 
-from jobs import broker, queue, requeue
-from jobs.settings import Settings
+from core import broker, queue, requeue
+from core.model import resolve as resolve_model
+from core.settings import Settings
 from worker import echo, logs, runtime
 from worker.app import configure
 from worker.leases import Leases
-from worker.model import resolve as resolve_model
 
 log = logging.getLogger("summarize.worker")
 

@@ -15,9 +15,11 @@ from celery.exceptions import Reject
 from celery.signals import worker_init
 from celery.worker.request import Request
 
-from jobs import queue
+from core import queue
 from worker import runtime
 from worker.app import app
+from worker.recorder import Outcome
+from worker.tickets import Signal
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +75,21 @@ def summarize_chunk(self, keys: object = None, **unknown: object) -> dict[str, i
         return {"rejected": 1}
     # kombu's Redis transport names an unacknowledged message by this tag; the leases renew it.
     delivery_tag = (self.request.properties or {}).get("delivery_tag")
-    outcomes = runtime.drain().summarize_all(wanted, delivery_tag).result()
-    if any(o.status == "handback" for o in outcomes):  # stopping: to the front of the queue
+    settled = runtime.drain().summarize_all(wanted, delivery_tag).result()
+    if Signal.HANDED_BACK in settled:  # stopping: the chunk goes to the front of the queue
         raise Reject("the worker is shutting down", requeue=True)
-    again = [o for o in outcomes if o.status == "queued"]
+    written = [s for s in settled if isinstance(s, Outcome)]
+    again = [o for o in written if o.retry_in_s is not None]
     if again:  # failed, with attempts left: these keys back on the queue after a pause
         raise self.retry(
             kwargs={"keys": queue.pack(o.key for o in again)},
-            countdown=max(o.retry_in_s or 0 for o in again),
+            countdown=max(o.retry_in_s for o in again),
             max_retries=None,
         )
-    return dict(Counter(o.status for o in outcomes))
+    counts = Counter(o.status for o in written)
+    if len(written) < len(settled):
+        counts[Signal.SKIPPED.value] = len(settled) - len(written)
+    return dict(counts)
 
 
 @worker_init.connect

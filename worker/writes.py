@@ -7,7 +7,7 @@ the drain resolves each document's ticket, so a chunk is acknowledged only
 once its rows are committed. While one wave is written the next one gathers,
 so the slower the database, the larger each transaction.
 
-Texts of summarized documents are dropped (jobs/retention.py) when no wave
+Texts of summarized documents are dropped (core/retention.py) when no wave
 waits, a step at a time, so dropping them never holds up a wave: with a GPU the
 database has time to spare between waves; when the database is what limits the
 worker, they are dropped once the queue runs dry, or whenever more than
@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from worker.recorder import Outcome, Recorder
 
 log = logging.getLogger(__name__)
 
+FLUSH_ROWS = 1024  # write at least this often, whatever the interval
 FORGET_STEP = 1000  # texts dropped in one transaction
 FORGET_BACKLOG = 50_000  # more waiting than this: drop a step even while waves wait
 
@@ -39,9 +41,15 @@ class Written:
 
 
 class Writes:
-    def __init__(self, recorder: Recorder, report: Callable[[Written], None]):
+    def __init__(
+        self, recorder: Recorder, report: Callable[[Written], None], flush_interval_s: float
+    ):
         self._recorder = recorder
         self._report = report
+        self.flush_interval_s = flush_interval_s
+        self._gathered: list[Outcome] = []  # the next wave: finished, not yet handed over
+        self._gathered_texts: list[str] = []
+        self._first_gathered_at = 0.0
         self._waves: queue.SimpleQueue[tuple[list[Outcome], list[str]] | None] = queue.SimpleQueue()
         self._texts: list[str] = []  # hashes of summarized documents whose texts may go
         self._thread = threading.Thread(target=self._run, name="writes", daemon=True)
@@ -50,11 +58,41 @@ class Writes:
     def start(self) -> None:
         self._thread.start()
 
-    def write(self, outcomes: list[Outcome], texts: list[str]) -> None:
-        """Write a wave; `report` gets it back once it is committed. `texts`: hashes of the
-        wave's summarized documents, whose texts may be dropped once it is."""
-        self.pending += 1
-        self._waves.put((outcomes, texts))
+    # -- called from the drain thread ------------------------------------------------------
+
+    def add(self, outcome: Outcome, text: str | None = None) -> None:
+        """Gather an outcome into the next wave; `text`: the hash of a summarized document,
+        whose text may be dropped once the wave is written."""
+        if not self._gathered:
+            self._first_gathered_at = time.monotonic()
+        self._gathered.append(outcome)
+        if text is not None:
+            self._gathered_texts.append(text)
+
+    def due(self, hurry: bool) -> bool:
+        """Whether to hand the gathered wave over now: one wave written and one waiting at
+        most, and the wave is full, old enough, or `hurry` (nothing else will join it soon)."""
+        return (
+            bool(self._gathered)
+            and self.pending < 2
+            and (
+                hurry
+                or len(self._gathered) >= FLUSH_ROWS
+                or time.monotonic() - self._first_gathered_at >= self.flush_interval_s
+            )
+        )
+
+    def flush(self) -> None:
+        """Hand the gathered wave to the writes thread; `report` gets it back once committed."""
+        if self._gathered:
+            wave, texts = self._gathered, self._gathered_texts
+            self._gathered, self._gathered_texts = [], []
+            self.pending += 1
+            self._waves.put((wave, texts))
+
+    @property
+    def gathered(self) -> bool:
+        return bool(self._gathered)
 
     def reported(self, written: Written) -> None:
         """The drain thread took a report back."""

@@ -1,6 +1,6 @@
 """Views for dashboards: batch_stats, daily_stats and failures, read by Grafana and the web page.
 
-They compute in SQL what `summarize status` (jobs/status.py) computes in Python, so
+They compute in SQL what `summarize status` (readers/status.py) computes in Python, so
 every reader sees the same numbers: tokens and speed count only rows that are not
 deduplicated, wall time runs from the first start to the last finish of those rows,
 and documents per second counts the rows the batch generated itself (succeeded and

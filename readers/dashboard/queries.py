@@ -12,11 +12,11 @@ from datetime import date, datetime, timedelta, timezone
 import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
-from jobs import database
-from jobs.errors import SummarizeError
-from jobs.models import results
-from jobs.settings import Settings
-from jobs.views import (
+from core import database
+from core.errors import SummarizeError
+from core.settings import Settings
+from core.tables import results
+from readers.views import (
     GENERATED,
     VIEWS,
     as_utc,
@@ -34,13 +34,13 @@ FAILED = 100  # failed documents listed for a batch
 
 def open_readonly(settings: Settings) -> sa.Engine:
     """An engine that cannot write, over a database that has the views; or what to do."""
-    engine = database.connect(settings, readonly=True)
+    db = database.connect(settings, readonly=True)
     try:
-        with engine.connect() as conn:
+        with db.connect() as conn:
             views = set(sa.inspect(conn).get_view_names())
     except OperationalError as exc:
-        engine.dispose()
-        if engine.dialect.name == "sqlite":
+        db.dispose()
+        if db.dialect.name == "sqlite":
             raise SummarizeError(
                 f"There is no database to show at {database.describe(settings)}: submit a "
                 "batch first (`summarize submit PATH`), or point SUMMARIZE_DATABASE_URL at "
@@ -49,12 +49,12 @@ def open_readonly(settings: Settings) -> sa.Engine:
         raise database.unavailable(settings, exc) from exc
     missing = sorted(set(VIEWS) - views)
     if missing:
-        engine.dispose()
+        db.dispose()
         raise SummarizeError(
             f"The database at {database.describe(settings)} has no {', '.join(missing)} "
             "view yet: run `summarize db upgrade` once, then start the dashboard again."
         )
-    return engine
+    return db
 
 
 def _plain(row: sa.Row) -> dict:
@@ -69,10 +69,10 @@ def _plain(row: sa.Row) -> dict:
     return out
 
 
-def overview(engine: sa.Engine, latest: int = LATEST_BATCHES, days: int = DAYS) -> dict:
+def overview(db: sa.Engine, latest: int = LATEST_BATCHES, days: int = DAYS) -> dict:
     """The front page: the latest batches, tokens per day, and failures."""
     since = datetime.now(timezone.utc).date() - timedelta(days=days - 1)
-    with engine.connect() as conn:
+    with db.connect() as conn:
         batches = conn.execute(
             sa.select(batch_stats)
             .order_by(batch_stats.c.created_at.desc(), batch_stats.c.batch.desc())
@@ -93,10 +93,10 @@ def overview(engine: sa.Engine, latest: int = LATEST_BATCHES, days: int = DAYS) 
     }
 
 
-def batch_detail(engine: sa.Engine, name: str) -> dict | None:
+def batch_detail(db: sa.Engine, name: str) -> dict | None:
     """One batch: its figures, its slowest documents with their summaries, its failures."""
-    seconds = sa.literal_column(document_seconds(engine.dialect.name))
-    with engine.connect() as conn:
+    seconds = sa.literal_column(document_seconds(db.dialect.name))
+    with db.connect() as conn:
         stats = conn.execute(sa.select(batch_stats).where(batch_stats.c.batch == name)).first()
         if stats is None:
             return None

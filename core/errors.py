@@ -1,7 +1,7 @@
 """Failures a user can fix, and the exit statuses the CLI turns them into.
 
 Every message says what went wrong and what to do next; the CLI shows it as
-`Error: …` with no traceback (see `jobs.cli`).
+`Error: …` with no traceback (see `summarize.cli`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from jobs.models import (
+from core.tables import (
     FINAL,
     DailyRollup,
     DurationCount,

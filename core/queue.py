@@ -29,8 +29,8 @@ from urllib.parse import parse_qs, urlsplit
 import redis
 import sqlalchemy as sa
 
-from jobs import broker
-from jobs.settings import Settings
+from core import broker
+from core.settings import Settings
 
 TASK_NAME = "summarize.chunk"
 KEY_BYTES = 32  # a result key is a SHA-256

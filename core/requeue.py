@@ -18,9 +18,9 @@ from datetime import timedelta
 import redis
 import sqlalchemy as sa
 
-from jobs import queue
-from jobs.models import is_pending, lease_lapsed, results, utcnow
-from jobs.settings import Settings
+from core import queue
+from core.settings import Settings
+from core.tables import is_pending, lease_lapsed, results, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import click
 
-from jobs.errors import SummarizeError
-from jobs.profiles import memory_share_that_fits
-from jobs.settings import Settings
+from core.errors import SummarizeError
+from core.profiles import memory_share_that_fits
+from core.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,15 @@ def check_settings() -> tuple[Check, Settings | None]:
 def check_database(settings: Settings) -> Check:
     from sqlalchemy.exc import OperationalError
 
-    from jobs import database
+    from core import database
 
-    engine = database.connect(settings)
+    db = database.connect(settings)
     try:
-        revision = database.current_revision(engine)
+        revision = database.current_revision(db)
     except OperationalError as exc:
         return Check("database", False, str(database.unavailable(settings, exc)))
     finally:
-        engine.dispose()
+        db.dispose()
     where = database.describe(settings)
     if revision == database.SCHEMA_REVISION:
         return Check("database", True, f"{where}, schema {revision} (the newest)")
@@ -76,7 +76,7 @@ def check_database(settings: Settings) -> Check:
 def _known_revisions(settings: Settings) -> set[str]:
     from alembic.script import ScriptDirectory
 
-    from jobs.database import alembic_config
+    from core.database import alembic_config
 
     return {
         s.revision for s in ScriptDirectory.from_config(alembic_config(settings)).walk_revisions()
@@ -84,7 +84,7 @@ def _known_revisions(settings: Settings) -> set[str]:
 
 
 def check_redis(settings: Settings) -> Check:
-    from jobs import broker, queue
+    from core import broker, queue
 
     try:
         with broker.session(settings) as client:
@@ -117,8 +117,8 @@ ECHO_FOUND = "echo: the instant engine, no model (summaries are each document's 
 
 
 def check_model(settings: Settings) -> Check:
+    from core.model import resolve
     from worker.echo import MODEL as ECHO
-    from worker.model import resolve
 
     if settings.model_name == ECHO:
         return Check("model", True, ECHO_FOUND)

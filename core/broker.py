@@ -26,8 +26,8 @@ import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
-from jobs.errors import BrokerUnavailable
-from jobs.settings import Settings, redact_url
+from core.errors import BrokerUnavailable
+from core.settings import Settings, redact_url
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from jobs.models import STATUSES, batches
-from jobs.terminal import printable
-from jobs.views import as_utc, batch_stats
+from core.tables import STATUSES, batches
+from readers.terminal import printable
+from readers.views import as_utc, batch_stats
 
 
 @dataclass(frozen=True)

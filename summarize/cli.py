@@ -11,14 +11,14 @@ import sys
 
 import click
 
-from jobs import errors
-from jobs.dashboard.command import dashboard
-from jobs.doctor import doctor
-from jobs.errors import SummarizeError
-from jobs.manage import COMMANDS as MANAGE_COMMANDS
-from jobs.profiles import PROFILES
-from jobs.settings import Settings
-from jobs.terminal import printable
+from core import errors
+from core.errors import SummarizeError
+from core.profiles import PROFILES
+from core.settings import Settings
+from readers.terminal import printable
+from summarize.dashboard import dashboard
+from summarize.doctor import doctor
+from summarize.manage import COMMANDS as MANAGE_COMMANDS
 
 
 class _Error(click.ClickException):
@@ -91,19 +91,19 @@ def submit(
     Example:
       summarize submit corpus/ --batch nightly-2026-11-29 --wait
     """
-    from jobs import broker, database
+    from core import broker, database
     from jobs import submit as submitting
 
     settings = Settings.for_command(ctx)
     name = batch_name or submitting.default_batch_name(paths)
-    engine = database.ready(settings)
+    db = database.ready(settings)
     with broker.session(settings) as client:
         total = submitting.count_files(paths, follow_links)
         with click.progressbar(
             length=total, label=f"Submitting {name}", file=sys.stderr, show_pos=True, show_eta=False
         ) as bar:
             report = submitting.submit(
-                settings, engine, client, paths, name, lambda: bar.update(1), follow_links
+                settings, db, client, paths, name, lambda: bar.update(1), follow_links
             )
         _print_report(report, settings)
         if report.nothing_usable:
@@ -112,7 +112,7 @@ def submit(
                 "paths; nothing was queued."
             )
         if wait:
-            final = _wait(settings, engine, client, name, timeout, report.documents)
+            final = _wait(settings, db, client, name, timeout, report.documents)
             _print_progress(final)
             if not final.done:
                 ctx.exit(errors.EXIT_DEADLINE)
@@ -120,14 +120,14 @@ def submit(
                 ctx.exit(errors.EXIT_DOCUMENTS_FAILED)
 
 
-def _wait(settings: Settings, engine, client, name: str, timeout, expected: int):
+def _wait(settings: Settings, db, client, name: str, timeout, expected: int):
     """Wait for the batch with a progress bar, putting back documents whose message was lost."""
+    from core.requeue import REQUEUE_EVERY_S, sweep
     from jobs import submit as submitting
-    from jobs.requeue import REQUEUE_EVERY_S, sweep
 
     def requeue():
         try:
-            sweep(engine, client, settings, batch=name, older_than_s=REQUEUE_EVERY_S)
+            sweep(db, client, settings, batch=name, older_than_s=REQUEUE_EVERY_S)
         except Exception as exc:  # noqa: BLE001 - Redis may be restarting: next time
             click.echo(f"Could not look for stranded documents: {exc}", err=True)
 
@@ -139,11 +139,11 @@ def _wait(settings: Settings, engine, client, name: str, timeout, expected: int)
             bar.length = max(now.total, 1)
             bar.update(now.finished - bar.pos)
 
-        return submitting.wait(engine, name, deadline_s=timeout, on_progress=show, requeue=requeue)
+        return submitting.wait(db, name, deadline_s=timeout, on_progress=show, requeue=requeue)
 
 
 def _print_report(report, settings: Settings) -> None:
-    from jobs import database
+    from core import database
 
     lines = [
         f"Batch {report.batch}",
@@ -225,13 +225,13 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     Example:
       summarize status nightly-2026-11-29 --json
     """
-    from jobs import database
-    from jobs import status as statuses
+    from core import database
+    from readers import status as statuses
 
     settings = Settings.for_command(ctx)
-    engine = database.ready(settings)
-    names = [batch] if batch else statuses.latest_batches(engine, latest)
-    found = statuses.batch_status(engine, names)
+    db = database.ready(settings)
+    names = [batch] if batch else statuses.latest_batches(db, latest)
+    found = statuses.batch_status(db, names)
     if batch and not found:
         raise SummarizeError(f"No batch named {batch!r}: `summarize status` lists the latest ones.")
     if as_json:
@@ -262,13 +262,13 @@ def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
     Example:
       summarize requeue nightly-2026-11-29
     """
-    from jobs import broker, database
-    from jobs.requeue import requeue_stranded
+    from core import broker, database
+    from core.requeue import requeue_stranded
 
     settings = Settings.for_command(ctx)
-    engine = database.ready(settings)
+    db = database.ready(settings)
     with broker.session(settings) as client:
-        done = requeue_stranded(engine, client, settings, older_than_s=older_than_s, batch=batch)
+        done = requeue_stranded(db, client, settings, older_than_s=older_than_s, batch=batch)
     documents = "document" if done.documents == 1 else "documents"
     rows = "row" if done.rows == 1 else "rows"
     click.echo(
@@ -294,7 +294,7 @@ def model_fetch(ctx) -> None:
     Example:
       summarize model fetch
     """
-    from worker.model import fetch
+    from core.model import fetch
 
     fetch(Settings.for_command(ctx), say=click.echo)
 
@@ -313,7 +313,7 @@ def db_upgrade(ctx) -> None:
     Example:
       SUMMARIZE_DATABASE_URL=postgresql://summarize@db/summarize summarize db upgrade
     """
-    from jobs import database
+    from core import database
 
     settings = Settings.for_command(ctx)
     database.upgrade(settings)

@@ -25,8 +25,8 @@ from tenacity import (
     wait_exponential,
 )
 
-from jobs.errors import DatabaseUnavailable
-from jobs.settings import Settings, redact_url
+from core.errors import DatabaseUnavailable
+from core.settings import Settings, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +48,9 @@ def connect(settings: Settings, *, readonly: bool = False, **options) -> sa.Engi
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         if readonly and path:  # quoted: a `?` or `#` in the path must not end it early
             url = url.set(database=f"file:{quote(path)}?mode=ro", query={"uri": "true"})
-        engine = sa.create_engine(url, connect_args={"timeout": 30}, **options)
-        event.listen(engine, "connect", _sqlite_pragmas)
-        return engine
+        db = sa.create_engine(url, connect_args={"timeout": 30}, **options)
+        event.listen(db, "connect", _sqlite_pragmas)
+        return db
     # Plans made for the values at hand: psycopg prepares a statement after a few runs, and a
     # generic plan made while `results` was nearly empty (a sequential scan) would be kept as
     # it grows, without autovacuum's ANALYZE: a submit slowed from 1,300 to 100 documents a
@@ -62,15 +62,15 @@ def connect(settings: Settings, *, readonly: bool = False, **options) -> sa.Engi
     return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args, **options)
 
 
-def refresh_statistics(engine: sa.Engine) -> None:
+def refresh_statistics(db: sa.Engine) -> None:
     """PostgreSQL: ANALYZE the tables a submit grows. Without statistics (autovacuum off, or
     not round yet) the planner believes `results` holds the few pending rows it held when
     last analyzed, and the worker's claims and writes scan every pending row for their keys
     instead of looking them up: 0.3 ms a document at 20,000 queued, growing with the queue.
     A role that does not own the tables gets a warning from the server, not an error."""
-    if engine.dialect.name != "postgresql":
+    if db.dialect.name != "postgresql":
         return
-    with engine.begin() as conn:
+    with db.begin() as conn:
         conn.execute(sa.text("ANALYZE results, documents"))
 
 
@@ -118,9 +118,9 @@ def unavailable(settings: Settings, exc: BaseException) -> DatabaseUnavailable:
     )
 
 
-def current_revision(engine: sa.Engine) -> str | None:
+def current_revision(db: sa.Engine) -> str | None:
     """The Alembic revision the database is at, or None for an empty database."""
-    with engine.connect() as conn:
+    with db.connect() as conn:
         if not sa.inspect(conn).has_table("alembic_version"):
             return None
         return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
@@ -143,10 +143,10 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
         command.upgrade(alembic_config(settings), revision)
 
 
-def ensure_schema(settings: Settings, engine: sa.Engine) -> None:
+def ensure_schema(settings: Settings, db: sa.Engine) -> None:
     """Bring an empty or older database up to the schema this code expects."""
     try:
-        revision = current_revision(engine)
+        revision = current_revision(db)
     except OperationalError as exc:
         raise unavailable(settings, exc) from exc
     if revision != SCHEMA_REVISION:
@@ -155,9 +155,9 @@ def ensure_schema(settings: Settings, engine: sa.Engine) -> None:
 
 def ready(settings: Settings) -> sa.Engine:
     """An engine on SUMMARIZE_DATABASE_URL, its schema brought up to date first."""
-    engine = connect(settings)
-    ensure_schema(settings, engine)
-    return engine
+    db = connect(settings)
+    ensure_schema(settings, db)
+    return db
 
 
 @contextlib.contextmanager
@@ -171,25 +171,25 @@ def _migration_lock(settings: Settings) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
         return
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    with engine.connect() as conn:
+    db = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with db.connect() as conn:
         conn.execute(sa.text("SELECT pg_advisory_lock(7263510)"))
         try:
             yield
         finally:
             conn.execute(sa.text("SELECT pg_advisory_unlock(7263510)"))
-    engine.dispose()
+    db.dispose()
 
 
-def insert(engine: sa.Engine, table: sa.Table):
+def insert(db: sa.Engine, table: sa.Table):
     """An INSERT in the engine's dialect, which can say what to do ON CONFLICT."""
-    if engine.dialect.name == "postgresql":
+    if db.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert(table)
 
 
-def insert_ignoring_conflicts(engine: sa.Engine, table: sa.Table):
+def insert_ignoring_conflicts(db: sa.Engine, table: sa.Table):
     """An INSERT that skips rows whose unique key exists already, in the engine's dialect."""
-    return insert(engine, table).on_conflict_do_nothing()
+    return insert(db, table).on_conflict_do_nothing()

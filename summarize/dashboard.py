@@ -2,7 +2,7 @@
 
 Binding the socket ourselves turns "port in use" into an error line that says
 what to do, instead of uvicorn's log line and exit. Starlette and uvicorn are
-imported only when the command runs, so `import jobs.cli` stays quick.
+imported only when the command runs, so `import summarize.cli` stays quick.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import socket
 
 import click
 
-from jobs.errors import SummarizeError
-from jobs.settings import Settings
+from core.errors import SummarizeError
+from core.settings import Settings
 
 BACKLOG = 128
 
@@ -87,15 +87,15 @@ def dashboard(ctx, host: str, port: int) -> None:
     """
     import uvicorn
 
-    from jobs import database
-    from jobs.dashboard.app import LOOPBACK_NAMES, create_app
-    from jobs.dashboard.queries import open_readonly
+    from core import database
+    from readers.dashboard.app import LOOPBACK_NAMES, create_app
+    from readers.dashboard.queries import open_readonly
 
     settings = Settings.for_command(ctx)
-    engine = open_readonly(settings)
+    db = open_readonly(settings)
     sock = bind(host, port)
     local = is_loopback(host)
-    app = create_app(engine, allowed_hosts=LOOPBACK_NAMES if local else ("*",))
+    app = create_app(db, allowed_hosts=LOOPBACK_NAMES if local else ("*",))
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     click.echo(
@@ -112,4 +112,4 @@ def dashboard(ctx, host: str, port: int) -> None:
         server.run(sockets=[sock])
     finally:
         sock.close()
-        engine.dispose()
+        db.dispose()

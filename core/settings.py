@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from jobs.errors import SettingsError
-from jobs.profiles import DEFAULT_PROFILE, PROFILES, Profile, with_overrides
+from core.errors import SettingsError
+from core.profiles import DEFAULT_PROFILE, PROFILES, Profile, with_overrides
 
 DEFAULT_INSTRUCTION = (
     "Summarize the document below in two or three sentences. "

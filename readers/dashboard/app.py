@@ -21,7 +21,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from jobs.dashboard import queries
+from readers.dashboard import queries
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -56,7 +56,7 @@ def _bounded(request: Request, name: str, default: int, high: int) -> int:
     return min(max(value, 1), high)
 
 
-def create_app(engine: sa.Engine, *, allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
+def create_app(db: sa.Engine, *, allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
     """The dashboard over `engine`. Pass LOOPBACK_NAMES as `allowed_hosts` when it listens
     on loopback only: a page on another site cannot then reach it by DNS rebinding."""
 
@@ -66,11 +66,11 @@ def create_app(engine: sa.Engine, *, allowed_hosts: Sequence[str] = ("*",)) -> S
     def overview(request: Request) -> Response:
         latest = _bounded(request, "latest", queries.LATEST_BATCHES, 200)
         days = _bounded(request, "days", queries.DAYS, 366)
-        return _json(queries.overview(engine, latest=latest, days=days))
+        return _json(queries.overview(db, latest=latest, days=days))
 
     def batch(request: Request) -> Response:
         name = request.path_params["name"]
-        detail = queries.batch_detail(engine, name)
+        detail = queries.batch_detail(db, name)
         if detail is None:
             return _json({"error": f"No batch named {name!r}."}, status_code=404)
         return _json(detail)

@@ -1,6 +1,6 @@
 """Commands for batches after submit: `results`, `batches`, `retry`, `cancel`, `purge`.
 
-Registered on the `summarize` group by jobs/cli.py; errors cross into the CLI there.
+Registered on the `summarize` group by summarize/cli.py; errors cross into the CLI there.
 """
 
 from __future__ import annotations
@@ -9,22 +9,22 @@ import sys
 
 import click
 
-from jobs.errors import SummarizeError
-from jobs.models import STATUSES
+from core.errors import SummarizeError
+from core.tables import STATUSES
 
 
 def _database(ctx: click.Context):
-    from jobs import database
-    from jobs.settings import Settings
+    from core import database
+    from core.settings import Settings
 
     settings = Settings.for_command(ctx)
     return settings, database.ready(settings)
 
 
-def _known(engine, batch: str) -> None:
-    from jobs import batches
+def _known(db, batch: str) -> None:
+    from readers import export
 
-    if not batches.exists(engine, batch):
+    if not export.exists(db, batch):
         raise SummarizeError(f"No batch named {batch!r}: `summarize batches` lists them.")
 
 
@@ -45,12 +45,12 @@ def results(ctx, batch: str | None, status: str | None, fmt: str) -> None:
     Example:
       summarize results --batch nightly-2026-11-29 --status failed --format csv > failed.csv
     """
-    from jobs import batches
+    from readers import export
 
-    _, engine = _database(ctx)
+    _, db = _database(ctx)
     if batch is not None:
-        _known(engine, batch)
-    batches.write(batches.rows(engine, batch, status), sys.stdout, fmt)
+        _known(db, batch)
+    export.write(export.rows(db, batch, status), sys.stdout, fmt)
 
 
 @click.command("batches")
@@ -63,10 +63,10 @@ def batches_command(ctx, latest: int) -> None:
     Example:
       summarize batches --latest 5
     """
-    from jobs import status
+    from readers import status
 
-    _, engine = _database(ctx)
-    found = status.batch_status(engine, status.latest_batches(engine, latest))
+    _, db = _database(ctx)
+    found = status.batch_status(db, status.latest_batches(db, latest))
     click.echo(status.table(found, status.BATCHES_TABLE))
 
 
@@ -83,12 +83,13 @@ def retry(ctx, batch: str) -> None:
     Example:
       summarize retry nightly-2026-11-29
     """
-    from jobs import batches, broker
+    from core import broker
+    from jobs import batches
 
-    settings, engine = _database(ctx)
-    _known(engine, batch)
+    settings, db = _database(ctx)
+    _known(db, batch)
     with broker.session(settings):  # starts the embedded Redis when it is the broker
-        done = batches.retry_failed(engine, settings, batch)
+        done = batches.retry_failed(db, settings, batch)
     message = f"Queued {done.rows:,} failed rows of {batch} again ({done.documents:,} documents)."
     if done.unreadable:
         message += (
@@ -113,9 +114,9 @@ def cancel(ctx, batch: str) -> None:
     """
     from jobs import batches
 
-    settings, engine = _database(ctx)
-    _known(engine, batch)
-    count = batches.cancel(engine, batch, keep_texts=settings.keep_texts)
+    settings, db = _database(ctx)
+    _known(db, batch)
+    count = batches.cancel(db, batch, keep_texts=settings.keep_texts)
     click.echo(f"Cancelled {count:,} queued documents of {batch}.")
 
 
@@ -144,16 +145,16 @@ def purge(ctx, before, batch: str | None) -> None:
     """
     from datetime import timezone
 
-    from jobs import retention
+    from core import retention
 
     if before is None and batch is None:
         raise click.UsageError("Say what to purge: --before DATE, --batch NAME, or both.")
-    _, engine = _database(ctx)
+    _, db = _database(ctx)
     if batch is not None:
-        _known(engine, batch)
+        _known(db, batch)
     before = before.replace(tzinfo=timezone.utc) if before else None
     done = retention.purge(
-        engine,
+        db,
         before=before,
         batch=batch,
         on_step=lambda p: click.echo(f"  {p.rows:,} rows deleted", err=True),

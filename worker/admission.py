@@ -1,0 +1,61 @@
+"""Which waiting documents the engine takes next: all of them at once, except suspects.
+
+A document that was taken on before and never finished is a suspect: the worker
+may have died because of it. Suspects run apart from everyone else, in small
+groups and finally alone, so a poison document is isolated and failed after
+`max_attempts`, and the documents that happened to share its engine batch
+succeed.
+"""
+
+from __future__ import annotations
+
+SUSPECT_GROUP = 16  # suspects on an attempt before their last run in groups of this size
+
+
+class Admission:
+    def __init__(self, max_attempts: int):
+        self.max_attempts = max_attempts
+        self._waiting: dict[str, None] = {}  # keys not yet claimed, in arrival order
+        self._tried: dict[str, int] = {}  # waiting suspects: their earlier attempts
+        self._apart = False  # suspects are running: admit nobody else until they finish
+
+    def __bool__(self) -> bool:
+        return bool(self._waiting)
+
+    def wait(self, keys: list[str]) -> None:
+        """New documents: they start with the next wave."""
+        self._waiting.update(dict.fromkeys(keys))
+
+    def suspect(self, key: str, attempts: int) -> None:
+        """A claim showed the document was taken on `attempts` times before: it waits to run
+        apart."""
+        self._waiting[key] = None
+        self._tried[key] = attempts
+
+    def next(self, engine_busy: bool) -> tuple[list[str], bool] | None:
+        """The keys to start now, and whether they run apart; None when nobody may start yet.
+
+        Everyone joins the running engine at once; suspects wait for it to empty, then
+        run alone (a group of them, or one on its last attempt)."""
+        if self._apart:
+            if engine_busy:
+                return None
+            self._apart = False
+        suspects = [k for k in self._waiting if k in self._tried]
+        if not suspects:
+            return self._take(list(self._waiting)), False
+        if engine_busy:
+            return None  # let the running batch finish first; the suspects run alone after it
+        last_try = [k for k in suspects if self._tried[k] + 1 >= self.max_attempts]
+        self._apart = True
+        return self._take(last_try[:1] or suspects[:SUSPECT_GROUP]), True
+
+    def take_all(self) -> list[str]:
+        """Everything waiting, to hand back."""
+        return self._take(list(self._waiting))
+
+    def _take(self, keys: list[str]) -> list[str]:
+        for key in keys:
+            self._waiting.pop(key, None)
+            self._tried.pop(key, None)
+        return keys
