@@ -19,7 +19,7 @@ from readers.views import as_utc
 from tests.conftest import write
 from tests.fakes import FakeEngine
 from worker.drain import Drain
-from worker.recorder import Recorder
+from worker.recorder import Outcome, Recorder
 
 WAIT_S = 10
 STEP_S = 0.01  # the stand-in engine takes this long per step: documents finish apart
@@ -48,6 +48,11 @@ class SlowRefusingEngine(FakeEngine):
         return super().step()
 
 
+def again(settled) -> bool:
+    """Whether a document was written back as queued, to be tried again."""
+    return isinstance(settled, Outcome) and settled.status == "queued"
+
+
 def summarize_queued(settings, db, batch: str) -> None:
     """Run the real drain over the batch's queued documents until each has an outcome.
 
@@ -69,7 +74,7 @@ def summarize_queued(settings, db, batch: str) -> None:
         pending = keys
         for _ in range(settings.max_attempts):
             futures = {key: drain.summarize(key) for key in pending}
-            pending = [k for k, f in futures.items() if f.result(WAIT_S).status == "queued"]
+            pending = [k for k, f in futures.items() if again(f.result(WAIT_S))]
     finally:
         drain.stop(timeout=5)
     assert fatal == []

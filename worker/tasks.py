@@ -79,11 +79,11 @@ def summarize_chunk(self, keys: object = None, **unknown: object) -> dict[str, i
     if Signal.HANDED_BACK in settled:  # stopping: the chunk goes to the front of the queue
         raise Reject("the worker is shutting down", requeue=True)
     written = [s for s in settled if isinstance(s, Outcome)]
-    again = [o for o in written if o.retry_in_s is not None]
+    again = [o for o in written if o.status == "queued"]
     if again:  # failed, with attempts left: these keys back on the queue after a pause
         raise self.retry(
             kwargs={"keys": queue.pack(o.key for o in again)},
-            countdown=max(o.retry_in_s for o in again),
+            countdown=max(o.retry_in_s or 0 for o in again),
             max_retries=None,
         )
     counts = Counter(o.status for o in written)

@@ -8,7 +8,7 @@
 - `ix_results_slowest`: a batch's generated rows ordered by their time, so the
   dashboard's "slowest documents" reads ten index entries instead of sorting
   every row of the batch. The expression is the one migration 0003 times rows
-  with; `jobs/views.document_seconds` spells it for readers, and the query must
+  with; `readers/views.document_seconds` spells it for readers, and the query must
   match it word for word to use the index (tests/test_retention.py checks the plan).
 - `results.claimed_by` and `results.lease_until`: the worker running a row, and until when
   it holds it (it renews the lease while it works). A running row is claimed again only
