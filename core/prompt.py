@@ -12,11 +12,14 @@ import json
 # Bump when the prompt layout or sampling changes, so earlier results are not reused.
 PROMPT_FORMAT = 1
 TEMPERATURE = 0.0  # greedy: the same document gives the same summary
+# A summary that loops (worker/quality.py) is generated once more with these (vLLM's
+# SamplingParams): a repeated token is made less likely, so the loop does not start again.
+LOOP_BREAKING = {"repetition_penalty": 1.3}
 
 
 def prompt_hash(instruction: str, max_tokens: int) -> str:
     """A short, stable name for the instruction and sampling settings, as stored in results."""
-    identity = json.dumps([PROMPT_FORMAT, instruction, max_tokens, TEMPERATURE])
+    identity = json.dumps([PROMPT_FORMAT, instruction, max_tokens, TEMPERATURE, LOOP_BREAKING])
     return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:16]
 
 

@@ -42,6 +42,23 @@ PENDING = ("queued", "running")
 FINAL = ("succeeded", "failed", "cancelled")
 
 
+# What one generation fills in a row: the worker writes them, and submit copies them to each
+# row an earlier summary answers (deduplicated).
+GENERATED_COLUMNS = (
+    "summary",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "parts",
+    "finish_reason",
+    "repetition",
+    "copied",
+    "novel_numbers",
+    "compression",
+    "looped",
+)
+
+
 _PENDING_ROW = text("status IN ('queued', 'running')")  # partial indexes: pending rows, failed rows
 _FAILED_ROW = text("status = 'failed'")
 
@@ -136,6 +153,12 @@ class Result(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     claimed_by: Mapped[str | None] = mapped_column(String(100), nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Quality signals of a generated summary (worker/quality.py, migration 0005)
+    repetition: Mapped[float | None] = mapped_column(Float, nullable=True)
+    copied: Mapped[float | None] = mapped_column(Float, nullable=True)
+    novel_numbers: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    compression: Mapped[float | None] = mapped_column(Float, nullable=True)
+    looped: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
 
 
 def _count(kind=Integer) -> Mapped[int]:

@@ -25,7 +25,15 @@ from core.errors import SummarizeError
 from core.prompt import prompt_hash, result_key
 from core.requeue import REQUEUE_EVERY_S
 from core.settings import Settings
-from core.tables import FINAL, PENDING, batches, documents, results, utcnow
+from core.tables import (
+    FINAL,
+    GENERATED_COLUMNS,
+    PENDING,
+    batches,
+    documents,
+    results,
+    utcnow,
+)
 from jobs import corpus
 from jobs.corpus import Text, Unreadable
 
@@ -313,14 +321,6 @@ def _plan(conn, db, batch, prompt, chunk, report, now):
 
 _SET_BY_BATCH = ("id", "batch", "model", "prompt_hash", "attempts", "deduplicated", "created_at")
 _ROW_COLUMNS = tuple(c.name for c in results.columns if c.name not in _SET_BY_BATCH)
-_COPIED = (
-    "summary",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "parts",
-    "finish_reason",
-)
 
 
 def _earlier_results(conn, keys: set[str]) -> tuple[dict[str, dict], set[str]]:
@@ -328,7 +328,9 @@ def _earlier_results(conn, keys: set[str]) -> tuple[dict[str, dict], set[str]]:
     if not keys:
         return {}, set()
     found = conn.execute(
-        sa.select(results.c.result_key, results.c.status, *(results.c[c] for c in _COPIED))
+        sa.select(
+            results.c.result_key, results.c.status, *(results.c[c] for c in GENERATED_COLUMNS)
+        )
         .where(results.c.result_key.in_(keys), results.c.status.in_(("succeeded", *PENDING)))
         .order_by(results.c.id)
     )
@@ -336,7 +338,7 @@ def _earlier_results(conn, keys: set[str]) -> tuple[dict[str, dict], set[str]]:
     in_flight: set[str] = set()
     for row in found:
         if row.status == "succeeded":
-            done.setdefault(row.result_key, {c: getattr(row, c) for c in _COPIED})
+            done.setdefault(row.result_key, {c: getattr(row, c) for c in GENERATED_COLUMNS})
         else:
             in_flight.add(row.result_key)
     return done, in_flight

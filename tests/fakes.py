@@ -1,7 +1,9 @@
 """A deterministic stand-in for the vLLM engine, for unit tests of the drain loop.
 
 Words are tokens. A prompt is `<s> instruction words <sep> text words <e>`; a
-summary is `summary of N tokens` and costs min(max_tokens, 4) tokens. Each step
+summary is `summary of N tokens` and costs min(max_tokens, 4) tokens. A prompt holding
+the word `loopy` gets a summary that loops, unless asked with the settings that break
+loops; one holding `stuck` loops whatever it is asked with. Each step
 finishes at most `per_step` requests, oldest first, like a busy engine would.
 """
 
@@ -32,6 +34,7 @@ class FakeEngine:
         self.words: dict[int, str] = {v: k for k, v in SPECIAL.items()}
         self.running: list[tuple[str, list[int], int]] = []
         self.added: list[str] = []
+        self.loop_breaking: list[str] = []  # requests asked with the settings that break loops
         self.peak_unfinished = 0
         self.steps = 0
         self.closed = False
@@ -51,7 +54,11 @@ class FakeEngine:
     def prompt_ids(self, instruction: str, text: str) -> list[int]:
         return [1, *self.token_ids(instruction), 2, *self.token_ids(text), 3]
 
-    def add(self, request_id: str, prompt_ids: list[int], max_tokens: int) -> None:
+    def add(
+        self, request_id: str, prompt_ids: list[int], max_tokens: int, loop_breaking: bool = False
+    ) -> None:
+        if loop_breaking:
+            self.loop_breaking.append(request_id)
         if self.refuse_on and self.refuse_on in self.text_of(prompt_ids).split():
             raise ValueError("the engine refused this prompt")
         if len(prompt_ids) + max_tokens > self.max_model_len:
@@ -69,10 +76,15 @@ class FakeEngine:
         for request_id, prompt, max_tokens in done:
             if self.explode_on and self.explode_on in self.text_of(prompt).split():
                 raise RuntimeError("engine died")
+            words = self.text_of(prompt).split()
+            looping = "stuck" in words or (
+                "loopy" in words and request_id not in self.loop_breaking
+            )
+            text = "It goes round. " * 3 if looping else f"summary of {len(prompt)} tokens"
             finished.append(
                 Finished(
                     request_id=request_id,
-                    text=f"summary of {len(prompt)} tokens",
+                    text=text.strip(),
                     prompt_tokens=len(prompt),
                     completion_tokens=min(max_tokens, 4),
                     cached_tokens=0,

@@ -353,3 +353,35 @@ def test_shutting_down_hands_back_what_has_not_finished_within_the_grace(
     for key, status in zip(keys, statuses, strict=True):
         expected = ("succeeded", 1) if status == "succeeded" else ("queued", 0)
         assert (by_key[key].status, by_key[key].attempts) == expected
+
+
+def test_each_summary_is_written_with_its_quality_signals(settings, db, tmp_path, run_drain):
+    keys = submitted(settings, db, tmp_path, {"a.txt": "one two 3 four five six seven eight"})
+    drain = run_drain(FakeEngine())
+    assert drain.summarize(keys["a.txt"]).result(WAIT_S).status == "succeeded"
+
+    row = rows(db)["a.txt"]
+    assert row.summary.startswith("summary of ")  # its count of prompt tokens is not in the text
+    assert (row.repetition, row.novel_numbers, row.looped) == (0.0, 1, False)
+    assert row.copied == 0.0
+    assert row.compression == pytest.approx(4 / 8)  # 4 summary tokens over 8 document tokens
+
+
+def test_a_summary_that_loops_is_generated_again_once_with_loop_breaking_settings(
+    settings, db, tmp_path, run_drain
+):
+    keys = submitted(
+        settings, db, tmp_path, {"loopy.txt": "a loopy text", "stuck.txt": "a stuck text"}
+    )
+    engine = FakeEngine()
+    drain = run_drain(engine)
+    outcomes = [drain.summarize(key).result(WAIT_S) for key in keys.values()]
+
+    assert [o.status for o in outcomes] == ["succeeded", "succeeded"]
+    found = rows(db)
+    assert found["loopy.txt"].summary.startswith("summary of")  # the second answer did not loop
+    assert found["loopy.txt"].looped is False
+    assert found["stuck.txt"].summary == "It goes round. It goes round. It goes round."
+    assert found["stuck.txt"].looped is True  # kept, and flagged
+    assert len(engine.added) == 4 and len(engine.loop_breaking) == 2  # each asked twice, no more
+    assert found["loopy.txt"].completion_tokens == 8  # both generations are counted

@@ -35,6 +35,11 @@ RESULTS_COLUMNS = [
     "finished_at",
     "claimed_by",
     "lease_until",
+    "repetition",
+    "copied",
+    "novel_numbers",
+    "compression",
+    "looped",
 ]
 README = Path(__file__).resolve().parents[1] / "README.md"
 

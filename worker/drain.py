@@ -27,7 +27,7 @@ import time
 from concurrent.futures import Future
 
 from core.settings import Settings
-from worker import faults
+from worker import faults, quality
 from worker.admission import Admission
 from worker.engine import Engine, Finished
 from worker.parts import DocumentTooLong, Work
@@ -254,7 +254,7 @@ class Drain:
             return
         if work.done:
             running.drop(work)
-            self._complete(_succeeded(work))
+            self._complete(_succeeded(work, running.claim(work.key).body))
 
     def _complete(self, outcome: Outcome) -> None:
         claim = self._running.claim(outcome.key)
@@ -298,16 +298,24 @@ class Drain:
         log.warning("handed %d unfinished documents back to the queue", len(unfinished))
 
 
-def _succeeded(work: Work) -> Outcome:
+def _succeeded(work: Work, body: str) -> Outcome:
+    """A summary's row: its text, what it cost, and its quality signals."""
+    summary = work.result
+    found = quality.signals(summary.text, body)
     return Outcome(
         work.key,
         "succeeded",
-        summary=work.result.text,
+        summary=summary.text,
         prompt_tokens=work.prompt_tokens,
         completion_tokens=work.completion_tokens,
         cached_tokens=work.cached_tokens,
         parts=work.parts,
-        finish_reason=work.result.finish_reason,
+        finish_reason=summary.finish_reason,
+        repetition=found.repetition,
+        copied=found.copied,
+        novel_numbers=found.novel_numbers,
+        compression=summary.completion_tokens / max(work.document_tokens, 1),
+        looped=found.looped,
     )
 
 

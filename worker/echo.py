@@ -51,7 +51,9 @@ class EchoEngine:
             head = self._instructions[instruction] = [*self.token_ids(instruction), _SEPARATOR]
         return head + self.token_ids(text)
 
-    def add(self, request_id: str, prompt_ids: list[int], max_tokens: int) -> None:
+    def add(
+        self, request_id: str, prompt_ids: list[int], max_tokens: int, loop_breaking: bool = False
+    ) -> None:
         if len(prompt_ids) + max_tokens > self.max_model_len:
             raise ValueError(
                 f"a prompt of {len(prompt_ids)} tokens and {max_tokens} to generate do not fit "

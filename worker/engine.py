@@ -14,7 +14,7 @@ from typing import Protocol
 
 from core.errors import EngineError
 from core.profiles import Profile, memory_share_that_fits
-from core.prompt import TEMPERATURE
+from core.prompt import LOOP_BREAKING, TEMPERATURE
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,10 @@ class Engine(Protocol):
 
     def text_of(self, token_ids: list[int]) -> str: ...
 
-    def add(self, request_id: str, prompt_ids: list[int], max_tokens: int) -> None: ...
+    def add(
+        self, request_id: str, prompt_ids: list[int], max_tokens: int, loop_breaking: bool = False
+    ) -> None:
+        """Start a request; `loop_breaking`: with the profile's settings that break a loop."""
 
     def step(self) -> list[Finished]: ...
 
@@ -103,7 +106,9 @@ class VllmEngine:
     def text_of(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
-    def add(self, request_id: str, prompt_ids: list[int], max_tokens: int) -> None:
+    def add(
+        self, request_id: str, prompt_ids: list[int], max_tokens: int, loop_breaking: bool = False
+    ) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -112,6 +117,7 @@ class VllmEngine:
             max_tokens=max_tokens,
             temperature=TEMPERATURE,
             output_kind=RequestOutputKind.FINAL_ONLY,
+            **(LOOP_BREAKING if loop_breaking else {}),
         )
         self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt_ids), params)
 

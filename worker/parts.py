@@ -4,6 +4,9 @@ A document that fits is one request. A longer one is cut by the model's own
 tokenizer into overlapping windows; their summaries go through the engine in the
 same wave as everyone else's, then are combined by a second pass (and a third,
 if the combined summaries are still too long), up to MAX_LEVELS.
+
+A final summary that loops (worker/quality.py) is generated once more from the same
+prompt with the settings that break loops; if it still loops, it is kept, flagged.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from worker.engine import Engine, Finished
+from worker.quality import loops
 
 MAX_LEVELS = 5
 PROMPT_SLACK_TOKENS = 8  # re-tokenizing a decoded window can add a token or two
@@ -50,6 +54,7 @@ class Request:
     request_id: str
     prompt_ids: list[int]
     max_tokens: int
+    loop_breaking: bool = False  # the profile's settings that break a loop
 
 
 @dataclass
@@ -61,6 +66,9 @@ class Work:
     max_tokens: int
     engine: Engine
     new_id: Callable[[], str]
+    template_tokens: int = 0  # the prompt's tokens around an empty document
+    document_tokens: int = 0
+    regenerated: bool = False  # the final summary looped and was generated again
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
@@ -69,6 +77,7 @@ class Work:
     result: Finished | None = None
     _pending: dict[str, int] = field(default_factory=dict)
     _texts: list[str | None] = field(default_factory=list)
+    _prompts: list[list[int]] = field(default_factory=list)
 
     def start(self, body: str) -> list[Request]:
         requests = self._plan(body, self.instruction)
@@ -92,6 +101,9 @@ class Work:
         if self._pending:
             return []
         if len(self._texts) == 1:
+            if not self.regenerated and loops(finished.text):
+                self.regenerated = True
+                return self._issue(self._prompts, loop_breaking=True)
             self.result = finished
             return []
         self.level += 1
@@ -107,6 +119,8 @@ class Work:
         limit = self.engine.max_model_len - self.max_tokens
         whole = self.engine.prompt_ids(instruction, text)
         if len(whole) <= limit:
+            if not self.level:
+                self.document_tokens = len(whole) - self.template_tokens
             return self._issue([whole])
         overhead = len(self.engine.prompt_ids(instruction, ""))
         window = limit - overhead - PROMPT_SLACK_TOKENS
@@ -117,8 +131,11 @@ class Work:
                 "shorten SUMMARIZE_PROMPT, lower SUMMARIZE_MAX_TOKENS or raise "
                 "SUMMARIZE_MAX_MODEL_LEN"
             )
+        token_ids = self.engine.token_ids(text)
+        if not self.level:
+            self.document_tokens = len(token_ids)
         prompts = []
-        for piece in split(self.engine.token_ids(text), window, overlap_for(window)):
+        for piece in split(token_ids, window, overlap_for(window)):
             prompt = self.engine.prompt_ids(instruction, self.engine.text_of(piece))
             while len(prompt) > limit:  # decoding and re-encoding merged some tokens differently
                 piece = piece[: len(piece) - (len(prompt) - limit)]
@@ -126,11 +143,12 @@ class Work:
             prompts.append(prompt)
         return self._issue(prompts)
 
-    def _issue(self, prompts: list[list[int]]) -> list[Request]:
+    def _issue(self, prompts: list[list[int]], loop_breaking: bool = False) -> list[Request]:
         self._texts = [None] * len(prompts)
+        self._prompts = prompts
         requests = []
         for slot, prompt in enumerate(prompts):
-            request = Request(self.new_id(), prompt, self.max_tokens)
+            request = Request(self.new_id(), prompt, self.max_tokens, loop_breaking)
             self._pending[request.request_id] = slot
             requests.append(request)
         return requests

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import operator
 import os
 import secrets
 import socket
@@ -22,7 +23,15 @@ from sqlalchemy.dialects.postgresql import ARRAY
 
 from core.database import retrying
 from core.retention import drop_texts
-from core.tables import batches, documents, is_pending, lease_lapsed, results, utcnow
+from core.tables import (
+    GENERATED_COLUMNS,
+    batches,
+    documents,
+    is_pending,
+    lease_lapsed,
+    results,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +61,11 @@ class Outcome:
     cached_tokens: int | None = None
     parts: int | None = None
     finish_reason: str | None = None
+    repetition: float | None = None  # quality signals (worker/quality.py)
+    copied: float | None = None
+    novel_numbers: int | None = None
+    compression: float | None = None
+    looped: bool | None = None
     error: str | None = None
     retry_in_s: float | None = None  # with status "queued": when to try again
 
@@ -231,11 +245,8 @@ class Recorder:
                     {"key": [o.key for o in finals], "finished_at": now} | columns,
                 )
             elif finals:  # SQLite: triggers run per row anyway; the driver runs one per row
-                sql, stamp = _each_final(conn.dialect)
-                when = stamp(now)
-                conn.exec_driver_sql(
-                    sql, [(*(getattr(o, name) for name in _WRITTEN), when, o.key) for o in finals]
-                )
+                sql, parameters = _each_final(conn.dialect)
+                conn.exec_driver_sql(sql, parameters(finals, now))
             if again:
                 conn.execute(
                     results.update()
@@ -248,15 +259,10 @@ class Recorder:
                 )
 
 
-_WRITTEN = {  # the columns an outcome writes, with their types (arrays need them spelled out)
-    "status": sa.String(16),
-    "summary": sa.Text(),
-    "prompt_tokens": sa.Integer(),
-    "completion_tokens": sa.Integer(),
-    "cached_tokens": sa.Integer(),
-    "parts": sa.Integer(),
-    "finish_reason": sa.String(16),
-    "error": sa.Text(),
+_WRITTEN = {  # the columns an outcome writes, in the table's order, with their types
+    column.name: column.type
+    for column in results.columns
+    if column.name in ("status", *GENERATED_COLUMNS, "error")
 }
 
 
@@ -283,9 +289,9 @@ def _finals_at_once(dialect: sa.Dialect) -> str:
 
 @functools.cache
 def _each_final(dialect: sa.Dialect) -> tuple[str, Callable]:
-    """One row's UPDATE, compiled once, and how its `finished_at` is stored: the driver's
-    executemany runs it for a wave with no per-row work in SQLAlchemy (a third of a write's
-    cost). Its parameters: the `_WRITTEN` columns, `finished_at`, then the result key."""
+    """One row's UPDATE, compiled once, and how to make its parameters from an outcome and the
+    time: the driver's executemany runs it for a wave with no per-row work in SQLAlchemy (a
+    third of a write's cost)."""
     compiled = (
         results.update()
         .where(results.c.result_key == sa.bindparam("key"), is_pending)
@@ -295,8 +301,18 @@ def _each_final(dialect: sa.Dialect) -> tuple[str, Callable]:
         )
         .compile(dialect=dialect)
     )
-    if compiled.positiontup != [*_WRITTEN, "finished_at", "key"]:
-        raise RuntimeError(f"{dialect.name}: parameters in an unexpected order")
+    order = list(compiled.positiontup)  # the outcome's fields, `finished_at` among them
+    at = order.index("finished_at")
+    fields = operator.attrgetter(*(name for name in order if name != "finished_at"))
     kind = results.c.finished_at.type.dialect_impl(dialect)
     stamp = kind.bind_processor(dialect) or (lambda value: value)
-    return compiled.string, stamp
+
+    def parameters(outcomes: list[Outcome], finished_at) -> list[tuple]:
+        when = stamp(finished_at)
+        made = []
+        for outcome in outcomes:
+            row = fields(outcome)
+            made.append((*row[:at], when, *row[at:]))
+        return made
+
+    return compiled.string, parameters

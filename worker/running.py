@@ -19,10 +19,22 @@ class Running:
         self._claims: dict[str, Claim] = {}  # by key
         self._work: dict[str, Work] = {}  # by engine request id
         self._ids = itertools.count()
+        self._templates: dict[str, int] = {}  # instruction -> its prompt's tokens without text
 
     def work(self, claim: Claim) -> Work:
         """A document's way through the engine; `start` its first requests."""
-        return Work(claim.key, claim.instruction, claim.max_tokens, self.engine, self._new_id)
+        template = self._templates.get(claim.instruction)
+        if template is None:
+            template = len(self.engine.prompt_ids(claim.instruction, ""))
+            self._templates[claim.instruction] = template
+        return Work(
+            claim.key,
+            claim.instruction,
+            claim.max_tokens,
+            self.engine,
+            self._new_id,
+            template_tokens=template,
+        )
 
     def _new_id(self) -> str:
         return f"r{next(self._ids)}"
@@ -34,7 +46,12 @@ class Running:
     def add(self, work: Work, requests: list[Request]) -> None:
         for request in requests:
             self._work[request.request_id] = work
-            self.engine.add(request.request_id, request.prompt_ids, request.max_tokens)
+            self.engine.add(
+                request.request_id,
+                request.prompt_ids,
+                request.max_tokens,
+                loop_breaking=request.loop_breaking,
+            )
 
     def finished(self, finished: Finished) -> Work | None:
         """The work a finished request belongs to (None: it was dropped meanwhile)."""

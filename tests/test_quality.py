@@ -1,0 +1,55 @@
+"""Quality signals on hand-made texts whose answers are known."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.quality import copied, loops, novel_numbers, repetition, signals, words
+
+ARTICLE = (
+    "The council voted on Tuesday to close the river bridge for repairs from 3 March. "
+    "Work will cost 1,200,000 dollars and take 14 weeks, the mayor said."
+)
+
+
+def test_a_summary_in_its_own_words_has_no_repeats_no_long_copy_and_no_invented_number():
+    found = signals("Councillors shut a bridge for 14 weeks of repair work.", ARTICLE)
+    assert found.repetition == 0.0
+    assert found.novel_numbers == 0
+    assert found.looped is False
+    assert found.copied == pytest.approx(2 / 10)  # "14 weeks": two of its ten words
+
+
+def test_a_sentence_said_three_times_is_a_loop():
+    sentence = "This Source Code Form is incompatible with secondary licenses. "
+    assert loops(sentence * 3)
+    assert not loops(sentence * 2)
+
+
+def test_an_eight_word_run_said_three_times_inside_longer_sentences_is_a_loop():
+    run = "the apache license to distribute and use the work"
+    text = f"First, {run} is fine; then {run} again, and {run} once more"
+    assert loops(text)
+    assert not loops(f"First, {run} is fine; then {run} again")
+
+
+def test_repetition_is_the_share_of_four_word_runs_seen_before():
+    assert repetition(words("a b c d a b c d")) == pytest.approx(1 / 5)
+    assert repetition(words("one two three")) == 0.0
+
+
+def test_a_verbatim_quote_is_copied_whole_and_the_longest_run_counts():
+    quote = "Work will cost 1,200,000 dollars and take 14 weeks"
+    assert copied(words(quote), words(ARTICLE)) == 1.0
+    summary = words("The mayor said work will cost a lot.")
+    # "work will cost" (3 of 8 words), longer than "the mayor said" (3) ties: 3 / 8
+    assert copied(summary, words(ARTICLE)) == pytest.approx(3 / 8)
+    assert copied([], words(ARTICLE)) == 0.0
+
+
+def test_a_number_the_document_does_not_hold_is_novel_and_separators_do_not_matter():
+    assert novel_numbers("It costs 1200000 dollars from 3 March.", ARTICLE) == []
+    assert novel_numbers("It will take 16 weeks and 16 days, said 2 people.", ARTICLE) == [
+        "16",
+        "2",
+    ]

@@ -1,0 +1,124 @@
+"""Quality signals of a summary, computed from its text and its document's, without a model.
+
+Each is cheap (a pass over the words, and a dictionary of the document's word
+pairs), so the worker computes them for every row as it is written:
+
+- `repetition`: the share of the summary's 4-word runs that occur in it before
+  (0: none repeats; a summary that says the same thing four times nears 0.75);
+- `copied`: the longest run of words copied word for word from the document,
+  over the summary's length in words (1: the summary is a quote);
+- `novel_numbers`: numbers in the summary that the document does not contain
+  (a cheap hint of invention);
+- `looped`: the summary repeats itself: a sentence, or any 8-word run, three
+  times or more.
+
+Words are compared in lower case, without punctuation; numbers without their
+thousands separators ("1,200" is "1200").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+REPEATED_RUN_WORDS = 4  # the run whose repeats `repetition` counts
+LOOP_RUN_WORDS = 8  # an 8-word run three times is a loop
+LOOP_TIMES = 3
+
+WORD = re.compile(r"\w+", re.UNICODE)
+NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")
+TOKEN = re.compile(r"\w+|[.!?]+(?=\s|$)|\n")  # words, and what ends a sentence
+
+
+@dataclass(frozen=True)
+class Signals:
+    repetition: float
+    copied: float
+    novel_numbers: int
+    looped: bool
+
+
+def words(text: str) -> list[str]:
+    return WORD.findall(text.lower())
+
+
+def signals(summary: str, document: str) -> Signals:
+    said, sentences = _read(summary)
+    return Signals(
+        repetition=repetition(said),
+        copied=copied(said, words(document)),
+        novel_numbers=len(novel_numbers(summary, document)),
+        looped=_loops(said, sentences),
+    )
+
+
+def _read(text: str) -> tuple[list[str], list[str]]:
+    """The text's words, and its sentences as their words joined, in one pass."""
+    said: list[str] = []
+    sentences: list[str] = []
+    start = 0
+    for token in TOKEN.findall(text.lower()):
+        if token[0] in ".!?\n":
+            if len(said) > start:
+                sentences.append(" ".join(said[start:]))
+            start = len(said)
+        else:
+            said.append(token)
+    if len(said) > start:
+        sentences.append(" ".join(said[start:]))
+    return said, sentences
+
+
+def repetition(said: list[str], n: int = REPEATED_RUN_WORDS) -> float:
+    """The share of the n-word runs that are repeats of an earlier one."""
+    runs = [tuple(said[i : i + n]) for i in range(len(said) - n + 1)]
+    if not runs:
+        return 0.0
+    return (len(runs) - len(set(runs))) / len(runs)
+
+
+def copied(said: list[str], source: list[str]) -> float:
+    """The longest run of the summary's words found word for word in the document, over the
+    summary's length. The longest run ending at each word is at most one longer than the one
+    ending at the word before, so one search of the document's text per word finds it."""
+    if not said:
+        return 0.0
+    text = f" {' '.join(source)} "
+    longest = 0
+    for end in range(len(said)):
+        if f" {' '.join(said[end - longest : end + 1])} " in text:
+            longest += 1
+    return longest / len(said)
+
+
+def _numbers(text: str) -> set[str]:
+    return {n.replace(",", "").rstrip(".") for n in NUMBER.findall(text)}
+
+
+def novel_numbers(summary: str, document: str) -> list[str]:
+    """Numbers the summary gives that the document does not, in the summary's order."""
+    if not NUMBER.search(summary):
+        return []  # most summaries: the document need not be read for numbers
+    known = _numbers(document)
+    seen: dict[str, None] = {}
+    for number in NUMBER.findall(summary):
+        plain = number.replace(",", "").rstrip(".")
+        if plain not in known:
+            seen[plain] = None
+    return list(seen)
+
+
+def loops(summary: str) -> bool:
+    """Whether the summary repeats a sentence, or any 8-word run, three times or more."""
+    return _loops(*_read(summary))
+
+
+def _loops(said: list[str], sentences: list[str]) -> bool:
+    counted = Counter(s for s in sentences if s.count(" ") >= 2)  # sentences of 3 words or more
+    if counted and max(counted.values()) >= LOOP_TIMES:
+        return True
+    runs = Counter(
+        tuple(said[i : i + LOOP_RUN_WORDS]) for i in range(len(said) - LOOP_RUN_WORDS + 1)
+    )
+    return bool(runs) and max(runs.values()) >= LOOP_TIMES
