@@ -53,3 +53,8 @@ def test_a_number_the_document_does_not_hold_is_novel_and_separators_do_not_matt
         "16",
         "2",
     ]
+
+
+def test_a_number_inside_a_longer_one_is_not_found_in_it():
+    assert novel_numbers("16 weeks", "It took 160 days and 2.16 hours.") == ["16"]
+    assert novel_numbers("16 weeks", "It took 160 days, then 16 more.") == []

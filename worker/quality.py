@@ -110,9 +110,22 @@ def novel_numbers(summary: str, document: str) -> list[str]:
     novel: dict[str, None] = {}
     for number in found:
         plain = number.replace(",", "").rstrip(".")
-        if plain not in novel and not re.search(rf"(?<![\d.]){re.escape(plain)}(?!\d)", known):
+        if plain not in novel and not _holds_number(known, plain):
             novel[plain] = None
     return list(novel)
+
+
+def _holds_number(text: str, number: str) -> bool:
+    """Whether `number` stands in `text` as a whole number (not inside a longer one)."""
+    start = text.find(number)
+    while start != -1:
+        end = start + len(number)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isdigit() or before == ".") and not after.isdigit():
+            return True
+        start = text.find(number, start + 1)
+    return False
 
 
 def loops(summary: str) -> bool:
