@@ -6,7 +6,9 @@
     python scripts/bench.py --corpus DIR --max-tokens 64 --docs 96
 
 Modes, each on the same documents, model, profile and greedy sampling, one after another:
-  raw       one LLM.generate call over every document at once (the ceiling)
+  raw       one LLM.generate call over every document at once (the ceiling), then one over
+            the summaries that loop, with the settings that break loops: the same summaries
+            the pipeline writes
   pipeline  the real path: `summarize submit` into Redis, a running `summarize worker`,
             rows in the database; timed from the first submit to the last row committed,
             with the model already loaded and warmed up on other documents
@@ -96,9 +98,10 @@ def run_raw(args) -> dict:
     from vllm.inputs import TokensPrompt
 
     from core.model import resolve
-    from core.prompt import TEMPERATURE
+    from core.prompt import LOOP_BREAKING, TEMPERATURE
     from core.settings import Settings
     from worker.engine import VllmEngine
+    from worker.quality import loops
 
     settings = Settings.from_env()
     engine = VllmEngine(resolve(settings), settings.profile, settings.model_name)
@@ -117,10 +120,23 @@ def run_raw(args) -> dict:
     outputs = engine.llm.generate(
         [TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False
     )
+    # The same summaries as the pipeline's: those that loop, generated again (worker/parts.py)
+    looped = [p for p, o in zip(prompts, outputs, strict=True) if loops(o.outputs[0].text)]
+    again = engine.llm.generate(
+        [TokensPrompt(prompt_token_ids=p) for p in looped],
+        SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE, **LOOP_BREAKING),
+        use_tqdm=False,
+    )
     seconds = time.perf_counter() - started
     engine.close()
-    tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
-    return {"mode": "raw", "docs": len(outputs), "seconds": seconds, "output_tokens": tokens}
+    tokens = sum(len(o.outputs[0].token_ids) for o in [*outputs, *again])
+    return {
+        "mode": "raw",
+        "docs": len(outputs),
+        "seconds": seconds,
+        "output_tokens": tokens,
+        "again": len(again),
+    }
 
 
 # -- pipeline: the real thing ----------------------------------------------------------------
@@ -814,6 +830,8 @@ def report(result: dict) -> None:
     docs_s = result["docs"] / result["seconds"]
     tokens_s = result["output_tokens"] / result["seconds"]
     note = f"  ({result['note']})" if result.get("note") else ""
+    if result.get("again"):
+        note = f"  ({result['again']} looped and generated again)"
     print(
         f"{result['mode']:<9} {result['docs']:>7,} docs  {result['seconds']:>8.1f} s  "
         f"{docs_s:>7.2f} docs/s  {tokens_s:>8.1f} output tokens/s{note}",
