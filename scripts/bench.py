@@ -122,11 +122,13 @@ def run_raw(args) -> dict:
     )
     # The same summaries as the pipeline's: those that loop, generated again (worker/parts.py)
     looped = [p for p, o in zip(prompts, outputs, strict=True) if loops(o.outputs[0].text)]
-    again = engine.llm.generate(
-        [TokensPrompt(prompt_token_ids=p) for p in looped],
-        SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE, **LOOP_BREAKING),
-        use_tqdm=False,
-    )
+    again = []
+    if looped:
+        again = engine.llm.generate(
+            [TokensPrompt(prompt_token_ids=p) for p in looped],
+            SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE, **LOOP_BREAKING),
+            use_tqdm=False,
+        )
     seconds = time.perf_counter() - started
     engine.close()
     tokens = sum(len(o.outputs[0].token_ids) for o in [*outputs, *again])
@@ -829,9 +831,10 @@ def report(result: dict) -> None:
         return
     docs_s = result["docs"] / result["seconds"]
     tokens_s = result["output_tokens"] / result["seconds"]
-    note = f"  ({result['note']})" if result.get("note") else ""
+    notes = [result["note"]] if result.get("note") else []
     if result.get("again"):
-        note = f"  ({result['again']} looped and generated again)"
+        notes.append(f"{result['again']} looped and generated again")
+    note = f"  ({'; '.join(notes)})" if notes else ""
     print(
         f"{result['mode']:<9} {result['docs']:>7,} docs  {result['seconds']:>8.1f} s  "
         f"{docs_s:>7.2f} docs/s  {tokens_s:>8.1f} output tokens/s{note}",

@@ -58,3 +58,24 @@ def test_a_number_the_document_does_not_hold_is_novel_and_separators_do_not_matt
 def test_a_number_inside_a_longer_one_is_not_found_in_it():
     assert novel_numbers("16 weeks", "It took 160 days and 2.16 hours.") == ["16"]
     assert novel_numbers("16 weeks", "It took 160 days, then 16 more.") == []
+
+
+def test_a_number_inside_a_decimal_a_word_or_a_list_is_not_found_in_it():
+    assert novel_numbers("5 goals", "It scored 5.5 on the MP5 scale.") == ["5"]
+    assert novel_numbers("12 and 1200", "Games 12,13 and 1,200 fans.") == []
+
+
+def test_a_quoted_sentence_said_three_times_is_a_loop():
+    assert loops('The model says "we win." ' * 3)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "यह एक परीक्षण वाक्य है जो हिंदी में लिखा गया है।",
+        "这是一个测试，我们在这里写中文。然后继续。",
+        "Der Preis beträgt 5 € laut § 12 des Vertrags über café.",
+    ],
+)
+def test_a_summary_quoted_from_its_document_is_copied_whole_in_any_script(document):
+    assert signals(document, document).copied == 1.0

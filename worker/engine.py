@@ -45,7 +45,8 @@ class Engine(Protocol):
     def add(
         self, request_id: str, prompt_ids: list[int], max_tokens: int, loop_breaking: bool = False
     ) -> None:
-        """Start a request; `loop_breaking`: with the profile's settings that break a loop."""
+        """Start a request; `loop_breaking`: with the settings that break a loop
+        (core/prompt.LOOP_BREAKING)."""
 
     def step(self) -> list[Finished]: ...
 

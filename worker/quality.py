@@ -30,8 +30,10 @@ LOOP_TIMES = 3
 WORD = re.compile(r"\w+", re.UNICODE)
 # Punctuation to spaces, for `_plain` (str.translate: a third of the cost of a regex's split)
 NOT_IN_WORDS = str.maketrans(dict.fromkeys(string.punctuation.replace("_", "") + "“”‘’«»–—…·", " "))
+THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")  # the comma of 1,200 (not of 12,13)
 NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")
-TOKEN = re.compile(r"\w+|[.!?]+(?=\s|$)|\n")  # words, and what ends a sentence
+# Words, and what ends a sentence (a stop, and the quote or bracket that closes on it)
+TOKEN = re.compile(r"\w+|[.!?]+[\"'”’)\]]*(?=\s|$)|\n")
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ def signals(summary: str, document: str) -> Signals:
     said, sentences = _read(summary)
     return Signals(
         repetition=repetition(said),
-        copied=copied(said, _plain(document)),
+        copied=copied(_plain(summary).split(), _plain(document)),
         novel_numbers=len(novel_numbers(summary, document)),
         looped=_loops(said, sentences),
     )
@@ -106,7 +108,7 @@ def novel_numbers(summary: str, document: str) -> list[str]:
     found = NUMBER.findall(summary)
     if not found:
         return []  # most summaries: the document need not be read for numbers
-    known = document.replace(",", "")
+    known = THOUSANDS.sub("", document)
     novel: dict[str, None] = {}
     for number in found:
         plain = number.replace(",", "").rstrip(".")
@@ -116,13 +118,15 @@ def novel_numbers(summary: str, document: str) -> list[str]:
 
 
 def _holds_number(text: str, number: str) -> bool:
-    """Whether `number` stands in `text` as a whole number (not inside a longer one)."""
+    """Whether `number` stands in `text` as a whole number: not inside a longer number
+    ("5" is not in "5.5" nor "15"), nor after a letter ("3" is not in "MP3")."""
     start = text.find(number)
     while start != -1:
         end = start + len(number)
         before = text[start - 1] if start else " "
-        after = text[end] if end < len(text) else " "
-        if not (before.isdigit() or before == ".") and not after.isdigit():
+        after = text[end : end + 2]
+        inside = before.isalnum() or before == "." or after[:1].isdigit()
+        if not inside and not (after[:1] == "." and after[1:2].isdigit()):
             return True
         start = text.find(number, start + 1)
     return False
