@@ -19,32 +19,15 @@ MAY_IMPORT = {
 }
 
 
-def imported_packages(path: Path) -> set[str]:
-    """Our top-level packages that a file imports, at its top or inside functions."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found & OURS
-
-
-@pytest.mark.parametrize("folder", sorted(MAY_IMPORT))
-def test_a_folder_imports_only_the_folders_below_it(folder):
-    reaching_up = {
-        str(path.relative_to(ROOT)): sorted(imported_packages(path) - MAY_IMPORT[folder])
-        for path in sorted((ROOT / folder).rglob("*.py"))
-    }
-    assert {path: up for path, up in reaching_up.items() if up} == {}
-
-
-def imported_at_import_time(path: Path) -> set[str]:
-    """Top-level packages a module imports when it is imported (not inside its functions)."""
+def imported(path: Path, inside_functions: bool = True) -> set[str]:
+    """The top-level packages a file imports: at its top and, unless told not to, inside its
+    functions (what importing it alone imports)."""
     found, todo = set(), list(ast.parse(path.read_text(), str(path)).body)
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        if not inside_functions and isinstance(
+            node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+        ):
             continue
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
@@ -54,12 +37,21 @@ def imported_at_import_time(path: Path) -> set[str]:
     return found
 
 
+@pytest.mark.parametrize("folder", sorted(MAY_IMPORT))
+def test_a_folder_imports_only_the_folders_below_it(folder):
+    reaching_up = {
+        str(path.relative_to(ROOT)): sorted(imported(path) & OURS - MAY_IMPORT[folder])
+        for path in sorted((ROOT / folder).rglob("*.py"))
+    }
+    assert {path: up for path, up in reaching_up.items() if up} == {}
+
+
 def test_nothing_outside_the_worker_imports_vllm_or_torch_when_imported():
     """`summarize submit` starts in about a second; `model fetch` imports torch when it runs."""
     importers = [
         str(path.relative_to(ROOT))
         for folder in sorted(MAY_IMPORT.keys() - {"worker"})
         for path in sorted((ROOT / folder).rglob("*.py"))
-        if {"vllm", "torch"} & imported_at_import_time(path)
+        if {"vllm", "torch"} & imported(path, inside_functions=False)
     ]
     assert importers == []

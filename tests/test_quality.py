@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.quality import copied, loops, novel_numbers, repetition, signals, words
+from worker.quality import copied, loops, novel_numbers, signals
 
 ARTICLE = (
     "The council voted on Tuesday to close the river bridge for repairs from 3 March. "
@@ -34,17 +34,17 @@ def test_an_eight_word_run_said_three_times_inside_longer_sentences_is_a_loop():
 
 
 def test_repetition_is_the_share_of_four_word_runs_seen_before():
-    assert repetition(words("a b c d a b c d")) == pytest.approx(1 / 5)
-    assert repetition(words("one two three")) == 0.0
+    assert signals("a b c d a b c d", "").repetition == pytest.approx(1 / 5)
+    assert signals("one two three", "").repetition == 0.0
 
 
 def test_a_verbatim_quote_is_copied_whole_and_the_longest_run_counts():
     quote = "Work will cost 1,200,000 dollars and take 14 weeks"
-    assert copied(words(quote), words(ARTICLE)) == 1.0
-    summary = words("The mayor said work will cost a lot.")
+    assert copied(quote, ARTICLE) == 1.0
+    summary = "The mayor said work will cost a lot."
     # "work will cost" (3 of 8 words), longer than "the mayor said" (3) ties: 3 / 8
-    assert copied(summary, words(ARTICLE)) == pytest.approx(3 / 8)
-    assert copied([], words(ARTICLE)) == 0.0
+    assert copied(summary, ARTICLE) == pytest.approx(3 / 8)
+    assert copied("", ARTICLE) == 0.0
 
 
 def test_a_number_the_document_does_not_hold_is_novel_and_separators_do_not_matter():

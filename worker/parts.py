@@ -54,7 +54,7 @@ class Request:
     request_id: str
     prompt_ids: list[int]
     max_tokens: int
-    loop_breaking: bool = False  # the profile's settings that break a loop
+    loop_breaking: bool = False  # with the settings that break a loop (core/prompt.py)
 
 
 @dataclass
@@ -66,7 +66,7 @@ class Work:
     max_tokens: int
     engine: Engine
     new_id: Callable[[], str]
-    template_tokens: int = 0  # the prompt's tokens around an empty document
+    template_tokens: int | None = None  # the instruction's prompt around an empty document
     document_tokens: int = 0
     regenerated: bool = False  # the final summary looped and was generated again
     prompt_tokens: int = 0
@@ -120,9 +120,9 @@ class Work:
         whole = self.engine.prompt_ids(instruction, text)
         if len(whole) <= limit:
             if not self.level:
-                self.document_tokens = len(whole) - self.template_tokens
+                self.document_tokens = len(whole) - self._overhead(instruction)
             return self._issue([whole])
-        overhead = len(self.engine.prompt_ids(instruction, ""))
+        overhead = self._overhead(instruction)
         window = limit - overhead - PROMPT_SLACK_TOKENS
         if window < MIN_WINDOW_TOKENS:
             raise DocumentTooLong(
@@ -142,6 +142,13 @@ class Work:
                 prompt = self.engine.prompt_ids(instruction, self.engine.text_of(piece))
             prompts.append(prompt)
         return self._issue(prompts)
+
+    def _overhead(self, instruction: str) -> int:
+        """The prompt's tokens around an empty document (given for the document's own
+        instruction; counted for the combining pass's)."""
+        if instruction == self.instruction and self.template_tokens is not None:
+            return self.template_tokens
+        return len(self.engine.prompt_ids(instruction, ""))
 
     def _issue(self, prompts: list[list[int]], loop_breaking: bool = False) -> list[Request]:
         self._texts = [None] * len(prompts)

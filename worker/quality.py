@@ -1,7 +1,7 @@
 """Quality signals of a summary, computed from its text and its document's, without a model.
 
-Each is cheap (a pass over the words, and a dictionary of the document's word
-pairs), so the worker computes them for every row as it is written:
+Each is cheap (a pass over the summary's words, and a search of the document's text
+per word), so the worker computes them for every row as it is written:
 
 - `repetition`: the share of the summary's 4-word runs that occur in it before
   (0: none repeats; a summary that says the same thing four times nears 0.75);
@@ -27,7 +27,6 @@ REPEATED_RUN_WORDS = 4  # the run whose repeats `repetition` counts
 LOOP_RUN_WORDS = 8  # an 8-word run three times is a loop
 LOOP_TIMES = 3
 
-WORD = re.compile(r"\w+", re.UNICODE)
 # Punctuation to spaces, for `_plain` (str.translate: a third of the cost of a regex's split)
 NOT_IN_WORDS = str.maketrans(dict.fromkeys(string.punctuation.replace("_", "") + "“”‘’«»–—…·", " "))
 THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")  # the comma of 1,200 (not of 12,13)
@@ -44,15 +43,11 @@ class Signals:
     looped: bool
 
 
-def words(text: str) -> list[str]:
-    return WORD.findall(text.lower())
-
-
 def signals(summary: str, document: str) -> Signals:
     said, sentences = _read(summary)
     return Signals(
         repetition=repetition(said),
-        copied=copied(_plain(summary).split(), _plain(document)),
+        copied=copied(summary, document),
         novel_numbers=len(novel_numbers(summary, document)),
         looped=_loops(said, sentences),
     )
@@ -88,14 +83,14 @@ def _plain(text: str) -> str:
     return f" {' '.join(text.lower().translate(NOT_IN_WORDS).split())} "
 
 
-def copied(said: list[str], source: str | list[str]) -> float:
-    """The longest run of the summary's words found word for word in the document (its words,
-    or its `_plain` text), over the summary's length. The longest run ending at each word is
-    at most one longer than the one ending at the word before, so one search of the
-    document's text per word finds it."""
+def copied(summary: str, document: str) -> float:
+    """The longest run of the summary's words found word for word in the document, over the
+    summary's length. The longest run ending at each word is at most one longer than the one
+    ending at the word before, so one search of the document's text per word finds it."""
+    said = _plain(summary).split()
     if not said:
         return 0.0
-    text = _plain(" ".join(source)) if isinstance(source, list) else source
+    text = _plain(document)
     longest = 0
     for end in range(len(said)):
         if f" {' '.join(said[end - longest : end + 1])} " in text:
@@ -111,7 +106,7 @@ def novel_numbers(summary: str, document: str) -> list[str]:
     known = THOUSANDS.sub("", document)
     novel: dict[str, None] = {}
     for number in found:
-        plain = number.replace(",", "").rstrip(".")
+        plain = THOUSANDS.sub("", number).rstrip(".")
         if plain not in novel and not _holds_number(known, plain):
             novel[plain] = None
     return list(novel)
