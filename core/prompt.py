@@ -12,7 +12,7 @@ import json
 # Bump when the prompt layout or sampling changes, so earlier results are not reused.
 PROMPT_FORMAT = 1
 TEMPERATURE = 0.0  # greedy: the same document gives the same summary
-# A summary that loops (worker/quality.py) is generated once more with these (vLLM's
+# A summary that loops (core/quality.py) is generated once more with these (vLLM's
 # SamplingParams): each token is made less likely the more often the summary has used it.
 # Chosen on 30 ACL papers (aclsum train and validation, the README's Quality signals):
 # greedy looped on 13, frequency_penalty 1.0 on 2, with ROUGE-L 0.195 -> 0.207; a

@@ -153,7 +153,7 @@ class Result(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     claimed_by: Mapped[str | None] = mapped_column(String(100), nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    # Quality signals of a generated summary (worker/quality.py, migration 0005)
+    # Quality signals of a generated summary (core/quality.py, migration 0005)
     repetition: Mapped[float | None] = mapped_column(Float, nullable=True)
     copied: Mapped[float | None] = mapped_column(Float, nullable=True)
     novel_numbers: Mapped[int | None] = mapped_column(Integer, nullable=True)

@@ -99,9 +99,9 @@ def run_raw(args) -> dict:
 
     from core.model import resolve
     from core.prompt import LOOP_BREAKING, TEMPERATURE
+    from core.quality import loops
     from core.settings import Settings
     from worker.engine import VllmEngine
-    from worker.quality import loops
 
     settings = Settings.from_env()
     engine = VllmEngine(resolve(settings), settings.profile, settings.model_name)

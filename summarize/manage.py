@@ -1,10 +1,11 @@
-"""Commands for batches after submit: `results`, `batches`, `retry`, `cancel`, `purge`.
+"""Commands for batches after submit: `results`, `batches`, `retry`, `cancel`, `purge`, `eval`.
 
 Registered on the `summarize` group by summarize/cli.py; errors cross into the CLI there.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -165,4 +166,61 @@ def purge(ctx, before, batch: str | None) -> None:
         click.echo(f"Batch {batch} still has queued or running rows: they were kept.")
 
 
-COMMANDS = (results, batches_command, retry, cancel, purge)
+@click.command("eval")
+@click.argument("batch")
+@click.option(
+    "--references",
+    "references",
+    required=True,
+    type=click.File("r", encoding="utf-8"),
+    metavar="FILE",
+    help='JSONL: {"source_path": ..., "reference": ...} a line ("references": [...] for several).',
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.pass_context
+def evaluate(ctx, batch: str, references, as_json: bool) -> None:
+    """Score a batch's summaries against reference summaries, beside a lead baseline.
+
+    Prints ROUGE-1, ROUGE-2 and ROUGE-L F-measures (with stemming) of the
+    summaries and of the documents' first sentences cut to the summaries' mean
+    length, on the same documents, with the means of the quality signals. A
+    line names its document by the path as submitted, or by the file's name
+    when no other document of the batch has it. Lines that match no summary
+    are listed on standard error; the rest are scored.
+
+    \b
+    Example:
+      summarize eval nightly-2026-11-29 --references labelled.jsonl --json
+    """
+    from readers import evaluation
+
+    settings, db = _database(ctx)
+    _known(db, batch)
+    found = evaluation.evaluate(db, batch, references, _text_of(settings))
+    for problem in found.problems:
+        click.echo(f"{references.name}: {problem}", err=True)
+    if not found.documents:
+        raise SummarizeError(
+            f"No line of {references.name} names a summarized document of {batch}: name each "
+            "by its path as submitted (see `summarize results --batch NAME`) or its file name."
+        )
+    if as_json:
+        click.echo(json.dumps(found.as_json(), indent=2))
+    else:
+        click.echo(evaluation.report(found))
+
+
+def _text_of(settings):
+    """A document's text read again from its file, if it is still the text summarized."""
+    from jobs import corpus
+
+    def text_of(path: str, content_hash: str) -> str | None:
+        read = corpus.read(path, settings.max_doc_bytes)
+        if isinstance(read, corpus.Text) and read.content_hash == content_hash:
+            return read.body
+        return None
+
+    return text_of
+
+
+COMMANDS = (results, batches_command, retry, cancel, purge, evaluate)

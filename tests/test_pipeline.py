@@ -12,11 +12,11 @@ import pytest
 import sqlalchemy as sa
 
 from core.broker import EmbeddedRedis
+from core.quality import loops
 from core.settings import Settings
 from core.tables import results
 from tests.conftest import POSTGRES_URL, _reset_postgres, lee
 from tests.stack import Worker, cli, copy_lee
-from worker.quality import loops
 
 pytestmark = pytest.mark.engine
 # An instruction of more than 128 tokens, so that the CPU build's prefix cache can hold it.

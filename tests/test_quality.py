@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.quality import copied, loops, novel_numbers, signals
+from core.quality import copied, loops, novel_numbers, signals
 
 ARTICLE = (
     "The council voted on Tuesday to close the river bridge for repairs from 3 March. "

@@ -26,8 +26,9 @@ import threading
 import time
 from concurrent.futures import Future
 
+from core import quality
 from core.settings import Settings
-from worker import faults, quality
+from worker import faults
 from worker.admission import Admission
 from worker.engine import Engine, Finished
 from worker.parts import DocumentTooLong, Work
@@ -229,7 +230,8 @@ class Drain:
         log.warning("document %s failed: %s", claim.key[:12], exc, exc_info=exc)
         error = f"{type(exc).__name__}: {exc}"
         if claim.attempts >= self.max_attempts:
-            return Outcome(claim.key, "failed", error=f"{error} (after {claim.attempts} attempts)")
+            tries = f"{claim.attempts} attempt" + ("s" if claim.attempts != 1 else "")
+            return Outcome(claim.key, "failed", error=f"{error} (after {tries})")
         return Outcome(
             claim.key,
             "queued",

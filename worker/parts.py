@@ -5,7 +5,7 @@ tokenizer into overlapping windows; their summaries go through the engine in the
 same wave as everyone else's, then are combined by a second pass (and a third,
 if the combined summaries are still too long), up to MAX_LEVELS.
 
-A final summary that loops (worker/quality.py) is generated once more from the same
+A final summary that loops (core/quality.py) is generated once more from the same
 prompt with the settings that break loops; if it still loops, it is kept, flagged.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from core.quality import loops
 from worker.engine import Engine, Finished
-from worker.quality import loops
 
 MAX_LEVELS = 5
 PROMPT_SLACK_TOKENS = 8  # re-tokenizing a decoded window can add a token or two

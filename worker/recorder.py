@@ -61,7 +61,7 @@ class Outcome:
     cached_tokens: int | None = None
     parts: int | None = None
     finish_reason: str | None = None
-    repetition: float | None = None  # quality signals (worker/quality.py)
+    repetition: float | None = None  # quality signals (core/quality.py)
     copied: float | None = None
     novel_numbers: int | None = None
     compression: float | None = None

@@ -70,6 +70,23 @@ def _read(text: str) -> tuple[list[str], list[str]]:
     return said, sentences
 
 
+def sentences(text: str) -> list[list[str]]:
+    """The text's sentences, each as its words (lower case, without punctuation), by the rule
+    `looped` reads sentences with; a line break ends a sentence too."""
+    found: list[list[str]] = []
+    sentence: list[str] = []
+    for token in TOKEN.findall(text.lower()):
+        if token[0] in ".!?\n":
+            if sentence:
+                found.append(sentence)
+            sentence = []
+        else:
+            sentence.append(token)
+    if sentence:
+        found.append(sentence)
+    return found
+
+
 def repetition(said: list[str], n: int = REPEATED_RUN_WORDS) -> float:
     """The share of the n-word runs that are repeats of an earlier one."""
     runs = [tuple(said[i : i + n]) for i in range(len(said) - n + 1)]
