@@ -118,8 +118,6 @@ def evaluate(db: sa.Engine, batch: str, lines: Iterable[str], text_of: TextOf) -
     """Score the batch's summaries of the documents the lines name, beside the lead baseline.
 
     `text_of` finds a document's text when the database dropped it (see TextOf)."""
-    from rouge_score.rouge_scorer import RougeScorer
-
     references, problems = read_references(lines)
     rows, more = _match(db, batch, references)
     problems += more
@@ -137,20 +135,27 @@ def evaluate(db: sa.Engine, batch: str, lines: Iterable[str], text_of: TextOf) -
             continue
         scored.append((reference, row, text))
     found = Evaluation(batch, problems=sorted(problems, key=lambda p: p.line))
-    if not scored:
-        return found
-    scorer = RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
-    words = [len(w) for _, row, _ in scored for w in [_words(row.summary)]]
-    found.lead_words = max(1, round(sum(words) / len(words)))
-    summary_scores, lead_scores = [], []
-    for reference, row, text in scored:
-        summary_scores.append(scorer.score_multi(list(reference.texts), row.summary))
-        lead_scores.append(scorer.score_multi(list(reference.texts), lead(text, found.lead_words)))
-    found.documents = len(scored)
-    found.summaries = _means(summary_scores)
-    found.lead = _means(lead_scores)
-    found.signals = _signals([row for _, row, _ in scored])
+    if scored:
+        found.documents = len(scored)
+        found.summaries, found.lead, found.lead_words = score(
+            [(ref.texts, row.summary, text) for ref, row, text in scored]
+        )
+        found.signals = _signals([row for _, row, _ in scored])
     return found
+
+
+def score(items: list[tuple[tuple[str, ...], str, str]]):
+    """Mean ROUGE F-measures of the summaries and of the lead, and the lead's length in words,
+    for (references, summary, document text) triples."""
+    from rouge_score.rouge_scorer import RougeScorer
+
+    scorer = RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
+    lead_words = max(1, round(sum(len(_words(s)) for _, s, _ in items) / len(items)))
+    summaries, leads = [], []
+    for references, summary, text in items:
+        summaries.append(scorer.score_multi(list(references), summary))
+        leads.append(scorer.score_multi(list(references), lead(text, lead_words)))
+    return _means(summaries), _means(leads), lead_words
 
 
 def lead(text: str, words: int) -> str:

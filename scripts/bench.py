@@ -29,6 +29,14 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
             a user runs, with the instant engine: `submit`, `worker --burst`, `status`,
             `results --format jsonl`; each step's wall time and peak memory
   startup   `summarize --help` in a fresh process: what every producer command pays first
+  quality   the default model on the ACL papers of `aclsum` (train and validation splits:
+            abstract, introduction and conclusion; the papers that fit one prompt), against
+            their human summaries (challenge, approach, outcome): vLLM by hand with greedy
+            decoding alone (before loops were generated again) and with the summaries that
+            loop generated again (after), then the real pipeline (`submit --wait`, a running
+            worker) scored by `summarize eval --json`; ROUGE of each beside the lead
+            baseline, and the shares that loop, are cut at the length cap, and give a
+            number the paper does not
   readers   the dashboards, `summarize status`/`batches` and each Grafana panel's query,
             median milliseconds over 5,000,000 rows of `results` (--readers-rows), made by
             submitting 100,000 generated documents, draining them with the instant engine,
@@ -211,6 +219,187 @@ def run_pipeline(args) -> dict:
             "seconds": seconds,
             "output_tokens": int(row[1]),
         }
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# -- quality: summaries against references people wrote ------------------------------------
+
+
+def papers() -> list[dict]:
+    """aclsum's train and validation papers: {name, text, reference}."""
+    import aclsum
+
+    folder = Path(aclsum.__file__).parent / "dataset"
+    found = []
+    for split in ("train", "val"):
+        for line in (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():
+            paper = json.loads(line)
+            sections = paper["sentences"]
+            text = "\n\n".join(
+                _detokenized(" ".join(sections[s]))
+                for s in ("abstract", "introduction", "conclusion")
+            )
+            summary = paper["summary"]
+            reference = " ".join(summary[k] for k in ("challenge", "approach", "outcome"))
+            found.append({"name": f"{paper['id']}.txt", "text": text, "reference": reference})
+    return found
+
+
+def _detokenized(text: str) -> str:
+    """aclsum's sentences are tokenized ("answers ( QA ) ."): the spaces taken out again."""
+    for spaced, plain in (
+        (" .", "."),
+        (" ,", ","),
+        (" ;", ";"),
+        (" :", ":"),
+        ("( ", "("),
+        (" )", ")"),
+        (" %", "%"),
+        (" 's", "'s"),
+        (" n't", "n't"),
+        (" ?", "?"),
+    ):
+        text = text.replace(spaced, plain)
+    return text
+
+
+def run_quality_raw(args) -> dict:
+    """vLLM by hand on the papers: greedy alone, then the looping ones generated again."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from core.model import resolve
+    from core.prompt import LOOP_BREAKING, TEMPERATURE
+    from core.quality import loops
+    from core.settings import Settings
+    from worker.engine import VllmEngine
+
+    settings = Settings.from_env()
+    engine = VllmEngine(resolve(settings), settings.profile, settings.model_name)
+    limit = engine.max_model_len - args.max_tokens  # the papers that fit one request
+    found, prompts = [], []
+    for paper in papers():
+        prompt = engine.prompt_ids(settings.instruction, paper["text"])
+        if len(prompt) <= limit:
+            found.append(paper)
+            prompts.append(TokensPrompt(prompt_token_ids=prompt))
+    greedy = SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE)
+    first = engine.llm.generate(prompts, greedy, use_tqdm=False)
+    looping = [i for i, o in enumerate(first) if loops(o.outputs[0].text)]
+    again = (
+        engine.llm.generate(
+            [prompts[i] for i in looping],
+            SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE, **LOOP_BREAKING),
+            use_tqdm=False,
+        )
+        if looping
+        else []
+    )
+    engine.close()
+    before = [(o.outputs[0].text, o.outputs[0].finish_reason) for o in first]
+    after = list(before)
+    for i, o in zip(looping, again, strict=True):
+        after[i] = (o.outputs[0].text, o.outputs[0].finish_reason)
+    return {
+        "mode": "quality-raw",
+        "names": [p["name"] for p in found],
+        "before": before,
+        "after": after,
+    }
+
+
+def run_quality(args) -> dict:
+    from core.quality import loops, novel_numbers
+    from readers.evaluation import score
+
+    by_name = {p["name"]: p for p in papers()}
+    raw = child("quality-raw", args)
+    names = raw["names"]
+    measured = {}
+    for stage in ("before", "after"):
+        outputs = raw[stage]
+        items = [
+            ((by_name[n]["reference"],), text, by_name[n]["text"])
+            for n, (text, _) in zip(names, outputs, strict=True)
+        ]
+        summaries, lead, lead_words = score(items)
+        measured[stage] = {
+            "summaries": summaries,
+            "lead": lead,
+            "lead_words": lead_words,
+            "looped": sum(loops(text) for text, _ in outputs) / len(outputs),
+            "truncated": sum(reason == "length" for _, reason in outputs) / len(outputs),
+            "novel": sum(
+                bool(novel_numbers(text, by_name[n]["text"]))
+                for n, (text, _) in zip(names, outputs, strict=True)
+            )
+            / len(outputs),
+        }
+    measured["pipeline"] = _quality_pipeline(args, [by_name[n] for n in names])
+    return {"mode": "quality", "docs": len(names), "papers": len(by_name), **measured}
+
+
+def _quality_pipeline(args, chosen: list[dict]) -> dict:
+    """The papers through `submit --wait` and a running worker, scored by `summarize eval`."""
+    import sqlalchemy as sa
+
+    from core import database
+    from core.settings import Settings
+    from core.tables import results
+
+    work = Path(tempfile.mkdtemp(prefix="summarize-quality-"))
+    env = os.environ | {
+        "SUMMARIZE_DATA_DIR": str(work / "data"),
+        "SUMMARIZE_QUEUE": f"bench-{os.getpid()}",
+        "SUMMARIZE_MODEL": os.environ.get(
+            "SUMMARIZE_MODEL", str(Settings.from_env().default_model_dir)
+        ),
+    }
+    corpus = work / "corpus"
+    corpus.mkdir()
+    references = work / "references.jsonl"
+    with references.open("w", encoding="utf-8") as out:
+        for paper in chosen:
+            (corpus / paper["name"]).write_text(paper["text"], encoding="utf-8")
+            out.write(
+                json.dumps({"source_path": paper["name"], "reference": paper["reference"]}) + "\n"
+            )
+    log = open(work / "worker.log", "wb")  # noqa: SIM115
+    worker = subprocess.Popen(
+        [*SUMMARIZE, "worker"], env=env, stdout=log, stderr=log, start_new_session=True
+    )
+    try:
+        subprocess.run(
+            [*SUMMARIZE, "submit", str(corpus), "--batch", "aclsum", "--wait", "--timeout", "7200"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        done = subprocess.run(
+            [*SUMMARIZE, "eval", "aclsum", "--references", str(references), "--json"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        found = json.loads(done.stdout)
+        db = database.connect(Settings.from_env(env))
+        with db.connect() as conn:
+            novel_rows = conn.execute(
+                sa.select(sa.func.count()).where(
+                    results.c.batch == "aclsum", results.c.novel_numbers > 0
+                )
+            ).scalar()
+        db.dispose()
+        found["novel"] = novel_rows / found["documents"]
+        return found
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         try:
@@ -752,7 +941,7 @@ def main() -> None:
         args.max_tokens = Settings.from_env().summary_max_tokens
     os.environ["SUMMARIZE_MAX_TOKENS"] = str(args.max_tokens)
     if args._child:
-        runner = {"raw": run_raw, "hf": run_hf}[args._child]
+        runner = {"raw": run_raw, "hf": run_hf, "quality-raw": run_quality_raw}[args._child]
         print(json.dumps(runner(args)), flush=True)
         return
 
@@ -778,6 +967,8 @@ def main() -> None:
             measured[mode] = run_endtoend(args)
         elif mode == "readers":
             measured[mode] = run_readers(args)
+        elif mode == "quality":
+            measured[mode] = run_quality(args)
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         report(measured[mode])
@@ -792,6 +983,31 @@ def main() -> None:
 
 
 def report(result: dict) -> None:
+    if result["mode"] == "quality":
+        print(
+            f"quality   {result['docs']} of {result['papers']} aclsum papers (those that fit one prompt)"
+        )
+        print(
+            f"  {'':<22}{'ROUGE-1':>8}{'ROUGE-2':>8}{'ROUGE-L':>8}{'looped':>8}{'cut':>6}{'novel#':>8}"
+        )
+        for stage, label in (
+            ("before", "greedy alone (raw)"),
+            ("after", "loops again (raw)"),
+            ("pipeline", "pipeline + eval"),
+        ):
+            r = result[stage]
+            looped = r.get("looped", r.get("signals", {}).get("looped"))
+            cut = r.get("truncated", r.get("signals", {}).get("truncated"))
+            print(
+                f"  {label:<22}"
+                + "".join(f"{r['summaries'][k]:>8.3f}" for k in ("rouge1", "rouge2", "rougeL"))
+                + f"{looped:>8.0%}{cut:>6.0%}{r['novel']:>8.0%}"
+            )
+            print(
+                f"  {'  lead ' + str(r['lead_words']) + ' words':<22}"
+                + "".join(f"{r['lead'][k]:>8.3f}" for k in ("rouge1", "rouge2", "rougeL"))
+            )
+        return
     if result["mode"] == "startup":
         print(f"startup   summarize --help in {result['median_s'] * 1000:.0f} ms (median of 7)")
         return
