@@ -232,6 +232,23 @@ class DurationBucket(Base):
     seconds: Mapped[float] = mapped_column(Float)  # what a percentile in this bucket reports
 
 
+class QualityRollup(Base):
+    """One batch's summaries with quality signals (migration 0006), read by `batch_quality`."""
+
+    __tablename__ = "quality_rollups"
+
+    batch: Mapped[str] = mapped_column(
+        String(200), ForeignKey("batches.name", ondelete="CASCADE"), primary_key=True
+    )
+    summaries: Mapped[int] = _count()  # succeeded rows with signals, deduplicated included
+    looped: Mapped[int] = _count()
+    truncated: Mapped[int] = _count()  # finish_reason = 'length'
+    novel_numbers: Mapped[int] = _count()  # summaries with at least one
+    repetition_sum: Mapped[float] = _count(Float)
+    copied_sum: Mapped[float] = _count(Float)
+    compression_sum: Mapped[float] = _count(Float)
+
+
 documents = Document.__table__
 batches = Batch.__table__
 results = Result.__table__

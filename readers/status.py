@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from core.tables import STATUSES, batches
 from readers.terminal import printable
-from readers.views import as_utc, batch_stats
+from readers.views import as_utc, batch_quality, batch_stats
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class BatchStatus:
     failure_rate: float | None
     p50_document_s: float | None
     p95_document_s: float | None
+    quality: dict[str, float | int | None]  # the batch_quality view's figures (0006)
 
     @property
     def pending(self) -> int:
@@ -55,15 +56,26 @@ class BatchStatus:
         }
         for name in ("created_at", "first_started_at", "last_finished_at"):
             figures[name] = as_utc(figures[name])
-        return cls(**figures, by_status={s: int(getattr(row, s)) for s in STATUSES})
+        quality = {name: getattr(row, f"q_{name}") for name in QUALITY}
+        return cls(
+            **figures, by_status={s: int(getattr(row, s)) for s in STATUSES}, quality=quality
+        )
+
+
+QUALITY = [c.name for c in batch_quality.columns if c.name != "batch"]
 
 
 def batch_status(db: sa.Engine, names: list[str]) -> list[BatchStatus]:
     """The status of each named batch that exists, in the order given."""
     if not names:
         return []
+    query = (
+        sa.select(batch_stats, *(batch_quality.c[n].label(f"q_{n}") for n in QUALITY))
+        .join(batch_quality, batch_quality.c.batch == batch_stats.c.batch)
+        .where(batch_stats.c.batch.in_(names))
+    )
     with db.connect() as conn:
-        found = conn.execute(sa.select(batch_stats).where(batch_stats.c.batch.in_(names))).all()
+        found = conn.execute(query).all()
     by_name = {row.batch: BatchStatus.from_row(row) for row in found}
     return [by_name[name] for name in names if name in by_name]
 
@@ -99,6 +111,8 @@ _COLUMNS = {
     "prompt tok": ("prompt tok", ">11", lambda s: f"{s.prompt_tokens:,}"),
     "output tok": ("output tok", ">11", lambda s: f"{s.completion_tokens:,}"),
     "docs/s": ("docs/s", ">7", lambda s: f"{s.documents_per_s:.2f}" if s.documents_per_s else "-"),
+    "looped": ("looped", ">7", lambda s: f"{s.quality['looped']:,}"),
+    "cut": ("cut", ">7", lambda s: f"{s.quality['truncated']:,}"),
 }
 STATUS_TABLE = (
     "batch",
@@ -110,6 +124,8 @@ STATUS_TABLE = (
     "prompt tok",
     "output tok",
     "docs/s",
+    "looped",
+    "cut",
 )
 BATCHES_TABLE = ("batch", "created", "docs", "pending", "succeeded", "failed", "cancelled")
 

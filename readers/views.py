@@ -67,7 +67,19 @@ failures = sa.table(
     sa.column("finished_at", sa.DateTime(timezone=True)),
 )
 
-VIEWS = {view.name: view for view in (batch_stats, daily_stats, failures)}
+batch_quality = sa.table(
+    "batch_quality",
+    sa.column("batch", sa.String),
+    sa.column("summaries", sa.Integer),
+    sa.column("looped", sa.Integer),
+    sa.column("truncated", sa.Integer),
+    sa.column("novel_numbers", sa.Integer),
+    sa.column("repetition", sa.Float),
+    sa.column("copied", sa.Float),
+    sa.column("compression", sa.Float),
+)
+
+VIEWS = {view.name: view for view in (batch_stats, daily_stats, failures, batch_quality)}
 
 # A batch's generated rows, as the partial index ix_results_slowest (migration 0004) holds them.
 GENERATED = "status = 'succeeded' AND NOT deduplicated"

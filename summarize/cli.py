@@ -219,7 +219,9 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     """Show documents per status, tokens spent and speed, for one batch or the latest ones.
 
     Tokens and speed count only what the batch generated itself; deduplicated
-    documents are counted in the totals of rows but cost nothing.
+    documents are counted in the totals of rows but cost nothing. `looped`
+    counts summaries that still repeat themselves after a second try, `cut`
+    those that stopped at the length cap: read them with `summarize results`.
 
     \b
     Example:

@@ -13,6 +13,7 @@ import redis
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from core.settings import Settings
 from core.tables import results
 from summarize.cli import main
 from tests.batches import summarize_queued
@@ -110,6 +111,38 @@ def test_batches_lists_counts_per_status(env, db, processed):
     result = run(env, "batches")
     (line,) = [line for line in result.output.splitlines() if line.startswith("night")]
     assert line.split()[3:] == ["4", "0", "2", "2", "0"]
+
+
+def test_status_counts_the_summaries_that_loop_and_those_cut_at_the_length_cap(
+    env, settings, db, tmp_path
+):
+    folder = tmp_path / "in"
+    write(folder, "fine.txt", "An ordinary report.")
+    write(folder, "stuck.txt", "stuck")  # the stand-in's summary loops, even when asked not to
+    write(folder, "loopy.txt", "loopy")  # loops once; generated again, it does not
+    assert run(env, "submit", str(folder), "--batch", "night").exit_code == 0
+    summarize_queued(settings, db, "night")
+    write(tmp_path / "short", "cut.txt", "A report.")  # a 3-token cap: cut
+    short = env | {"SUMMARIZE_MAX_TOKENS": "3"}
+    assert run(short, "submit", str(tmp_path / "short"), "--batch", "short").exit_code == 0
+    summarize_queued(Settings.from_env(short), db, "short")
+
+    table = run(env, "status").output.splitlines()
+    (quality,) = json.loads(run(env, "status", "night", "--json").output)
+
+    assert table[0].split()[-2:] == ["looped", "cut"]
+    rows = {line.split()[0]: line.split()[-2:] for line in table[1:]}
+    assert rows == {"night": ["1", "0"], "short": ["0", "1"]}
+    assert quality["quality"] | {"repetition": None, "copied": None, "compression": None} == {
+        "summaries": 3,
+        "looped": 1,
+        "truncated": 0,
+        "novel_numbers": 2,  # `summary of N tokens`: N is not in fine.txt nor loopy.txt
+        "repetition": None,
+        "copied": None,
+        "compression": None,
+    }
+    assert 0 < quality["quality"]["repetition"] < 1  # "It goes round." three times
 
 
 def test_retry_queues_failed_documents_again_and_names_those_that_cannot_be(env, db, processed):

@@ -11,6 +11,7 @@ from alembic.script import ScriptDirectory
 
 from core import database
 from core.tables import Base, modelled
+from readers.views import VIEWS
 
 RESULTS_COLUMNS = [
     "id",
@@ -104,7 +105,7 @@ def test_every_column_of_the_dashboard_views_is_documented_in_the_readme(setting
     database.upgrade(settings)
     db = database.connect(settings)
     text = README.read_text()
-    for view in ("batch_stats", "daily_stats", "failures"):
+    for view in VIEWS:
         with db.connect() as conn:
             columns = list(conn.execute(sa.text(f"SELECT * FROM {view} LIMIT 0")).keys())
         section = text[text.index(f"### The `{view}` view") :]

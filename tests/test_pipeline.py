@@ -197,3 +197,26 @@ def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
     for row in rows:
         assert row.looped is False and not loops(row.summary), row.summary
         assert 0 <= row.repetition < 1 and 0 < row.compression < 1 and row.novel_numbers >= 0
+
+    # The batch's quality as `status` reads it from its rollup, and `eval` against the
+    # papers' human summaries (challenge, approach, outcome), beside the lead baseline.
+    (status,) = json.loads(cli(env, "status", "papers", "--json").stdout)
+    assert status["quality"]["summaries"] == 3 and status["quality"]["looped"] == 0
+    assert status["quality"]["truncated"] == sum(r.finish_reason == "length" for r in rows)
+    references = tmp_path / "references.jsonl"
+    references.write_text(
+        "".join(
+            json.dumps(
+                {"source_path": f"{name}.txt", "reference": " ".join(paper.summaries.values())}
+            )
+            + "\n"
+            for name, paper in papers.items()
+            if (corpus / f"{name}.txt").exists()
+        )
+    )
+    scored = cli(env, "eval", "papers", "--references", str(references), "--json")
+    assert scored.returncode == 0, scored.stderr
+    found = json.loads(scored.stdout)
+    assert found["documents"] == 3 and found["problems"] == []
+    for scores in (found["summaries"], found["lead"]):
+        assert 0.05 < scores["rougeL"] < 0.6 and scores["rouge1"] > scores["rouge2"] > 0, found

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 import redis
 import sqlalchemy as sa
+from alembic import command
 
+from core import database
 from core.requeue import requeue_stranded
 from core.tables import results, utcnow
 from jobs import batches
-from readers.views import as_utc, batch_stats, daily_stats
+from readers.views import as_utc, batch_quality, batch_stats, daily_stats
 from tests.batches import COUNTED, TUESDAY, make_week, recount, submit, summarize_queued
 from worker.recorder import Recorder
 
@@ -28,7 +31,33 @@ def stats(db, batch: str):
         return conn.execute(sa.select(batch_stats).where(batch_stats.c.batch == batch)).one()
 
 
+def quality_recount(db, batch: str) -> dict:
+    """batch_quality's figures counted again from the rows with signals, in Python."""
+    with db.connect() as conn:
+        rows = conn.execute(
+            sa.select(results).where(
+                results.c.batch == batch,
+                results.c.status == "succeeded",
+                results.c.looped.is_not(None),
+            )
+        ).all()
+    figures = {
+        "summaries": len(rows),
+        "looped": sum(bool(r.looped) for r in rows),
+        "truncated": sum(r.finish_reason == "length" for r in rows),
+        "novel_numbers": sum(r.novel_numbers > 0 for r in rows),
+    }
+    for name in ("repetition", "copied", "compression"):
+        figures[name] = (
+            pytest.approx(sum(getattr(r, name) for r in rows) / len(rows)) if rows else None
+        )
+    return figures
+
+
 def assert_rollup_agrees(db, batch: str, *, exact_times: bool) -> None:
+    with db.connect() as conn:
+        quality = conn.execute(sa.select(batch_quality).where(batch_quality.c.batch == batch)).one()
+    assert quality._asdict() == {"batch": batch, **quality_recount(db, batch)}
     row, counted = stats(db, batch), recount(db, batch)
     assert {name: getattr(row, name) for name in COUNTED} == {n: counted[n] for n in COUNTED}
     first, last = as_utc(row.first_started_at), as_utc(row.last_finished_at)
@@ -84,6 +113,9 @@ def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_requeue_an
     # Wednesday: a worker claims documents, hands some back, and dies holding the rest.
     wednesday = {f"w{i}.txt": f"wednesday memo {i} " * (i + 2) for i in range(6)}
     wednesday["again.txt"] = TUESDAY["t01.txt"]  # deduplicated: summarized on tuesday
+    wednesday["stuck.txt"] = (
+        "stuck"  # the stand-in engine's summary of it loops even when asked not to
+    )
     submit(settings, db, tmp_path, "wednesday", wednesday)
     assert_rollup_agrees(db, "wednesday", exact_times=True)
     with db.connect() as conn:
@@ -98,21 +130,22 @@ def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_requeue_an
         )
     recorder = Recorder(db)
     recorder.claim(keys)
-    assert stats(db, "wednesday").running == 6
+    assert stats(db, "wednesday").running == 7
     assert_rollup_agrees(db, "wednesday", exact_times=True)
     recorder.release(keys[:2])  # handed back on SIGTERM
-    assert (stats(db, "wednesday").running, stats(db, "wednesday").queued) == (4, 2)
+    assert (stats(db, "wednesday").running, stats(db, "wednesday").queued) == (5, 2)
     assert_rollup_agrees(db, "wednesday", exact_times=False)
     client.delete(settings.queue)  # Redis lost every message; the worker died holding four
     with db.begin() as conn:  # and its leases on them ran out
         conn.execute(results.update().values(lease_until=utcnow() - timedelta(seconds=1)))
     requeued = requeue_stranded(db, client, settings, older_than_s=0, batch="wednesday")
-    assert requeued.documents == 6
+    assert requeued.documents == 7
     assert stats(db, "wednesday").running == 0
     assert_rollup_agrees(db, "wednesday", exact_times=False)
 
     summarize_queued(settings, db, "wednesday")
-    assert stats(db, "wednesday").succeeded == 7
+    assert stats(db, "wednesday").succeeded == 8
+    assert quality_recount(db, "wednesday")["looped"] == 1
     assert_rollup_agrees(db, "wednesday", exact_times=False)
     assert_days_agree(db)
 
@@ -121,3 +154,17 @@ def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_requeue_an
     assert stats(db, "monday").documents == 0
     assert_rollup_agrees(db, "monday", exact_times=False)
     assert_days_agree(db)
+
+
+def test_the_quality_rollup_of_rows_written_before_it_is_filled_in_by_its_migration(
+    settings, db, tmp_path
+):
+    make_week(settings, db, tmp_path)
+    command.downgrade(database.alembic_config(settings), "0005")
+    assert "quality_rollups" not in sa.inspect(db).get_table_names()
+
+    database.upgrade(settings)
+
+    for batch in ("monday", "tuesday"):
+        assert_rollup_agrees(db, batch, exact_times=True)
+    assert quality_recount(db, "tuesday")["summaries"] == 14

@@ -72,18 +72,25 @@ def _body_nullable(nullable: bool) -> None:
 
 
 READABLE = ("results", "batches", "batch_stats", "daily_stats", "failures")
-GRANT_DASHBOARDS = f"""
+
+
+def grant_dashboards(readable: tuple[str, ...]) -> str:
+    """The function that grants the `dashboards` role what it may read, and a call of it."""
+    return f"""
 CREATE OR REPLACE FUNCTION grant_dashboards() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'dashboards') THEN
         ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE SELECT ON TABLES FROM dashboards;
         REVOKE ALL ON ALL TABLES IN SCHEMA public FROM dashboards;
-        GRANT SELECT ON {", ".join(READABLE)} TO dashboards;
+        GRANT SELECT ON {", ".join(readable)} TO dashboards;
     END IF;
 END
 $$;
 SELECT grant_dashboards();
 """
+
+
+GRANT_DASHBOARDS = grant_dashboards(READABLE)
 
 
 def upgrade() -> None:
