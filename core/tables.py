@@ -61,6 +61,7 @@ GENERATED_COLUMNS = (
 
 _PENDING_ROW = text("status IN ('queued', 'running')")  # partial indexes: pending rows, failed rows
 _FAILED_ROW = text("status = 'failed'")
+_FLAGGED_ROW = text("(looped OR novel_numbers > 0)")  # the `flagged` view's rows (0006)
 
 
 # Made by migrations and not described here, so Alembic's autogenerate must not see them:
@@ -126,6 +127,19 @@ class Result(Base):
             "finished_at",
             sqlite_where=_FAILED_ROW,
             postgresql_where=_FAILED_ROW,
+        ),
+        Index(
+            "ix_results_flagged",
+            "finished_at",
+            sqlite_where=_FLAGGED_ROW,
+            postgresql_where=_FLAGGED_ROW,
+        ),
+        Index(
+            "ix_results_flagged_batch",
+            "batch",
+            "finished_at",
+            sqlite_where=_FLAGGED_ROW,
+            postgresql_where=_FLAGGED_ROW,
         ),
     )
 

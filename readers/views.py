@@ -79,7 +79,20 @@ batch_quality = sa.table(
     sa.column("compression", sa.Float),
 )
 
-VIEWS = {view.name: view for view in (batch_stats, daily_stats, failures, batch_quality)}
+flagged = sa.table(
+    "flagged",
+    sa.column("source_path", sa.Text),
+    sa.column("batch", sa.String),
+    sa.column("looped", sa.Boolean),
+    sa.column("novel_numbers", sa.Integer),
+    sa.column("repetition", sa.Float),
+    sa.column("copied", sa.Float),
+    sa.column("finish_reason", sa.String),
+    sa.column("summary", sa.Text),
+    sa.column("finished_at", sa.DateTime(timezone=True)),
+)
+
+VIEWS = {view.name: view for view in (batch_stats, daily_stats, failures, batch_quality, flagged)}
 
 # A batch's generated rows, as the partial index ix_results_slowest (migration 0004) holds them.
 GENERATED = "status = 'succeeded' AND NOT deduplicated"

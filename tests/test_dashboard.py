@@ -114,6 +114,38 @@ def test_a_batch_opens_on_its_slowest_documents_with_summaries_and_its_failures(
     )
 
 
+def test_a_batch_lists_its_flagged_summaries_newest_first_with_its_quality(
+    client, settings, week, tmp_path
+):
+    submit(settings, week, tmp_path, "wednesday", {"stuck.txt": "stuck", "w.txt": "wednesday"})
+    summarize_queued(settings, week, "wednesday")
+
+    detail = client.get("/api/batches/wednesday").json()
+    overview = client.get("/api/overview").json()
+
+    with week.connect() as conn:
+        rows = conn.execute(
+            sa.select(results).where(results.c.batch == "wednesday").order_by(results.c.id)
+        ).all()
+    stuck, plain = rows
+    assert stuck.looped and not plain.looped and plain.novel_numbers == 1  # `summary of N tokens`
+    listed = {d["source_path"]: d for d in detail["flagged"]}
+    assert {path: d["looped"] for path, d in listed.items()} == {
+        stuck.source_path: True,
+        plain.source_path: False,
+    }
+    assert listed[stuck.source_path]["summary"] == stuck.summary
+    times = [d["finished_at"] for d in detail["flagged"]]
+    assert times == sorted(times, reverse=True)  # newest first
+    assert {k: detail["batch"][f"quality_{k}"] for k in ("summaries", "looped", "truncated")} == {
+        "summaries": 2,
+        "looped": 1,
+        "truncated": 0,
+    }
+    (listed,) = [b for b in overview["batches"] if b["batch"] == "wednesday"]
+    assert (listed["quality_looped"], listed["quality_novel_numbers"]) == (1, 1)
+
+
 def test_an_unknown_batch_is_a_404_that_says_so(client):
     response = client.get("/api/batches/no%20such")
 
@@ -184,9 +216,9 @@ def test_the_dashboard_does_not_create_a_database_that_is_not_there(env, setting
         assert not os.path.exists(settings.database_url.removeprefix("sqlite:///"))
     else:  # PostgreSQL: the database is there, but empty
         assert result.output == (
-            f"Error: The database at {settings.database_url} has no batch_stats, daily_stats, "
-            "failures view yet: run `summarize db upgrade` once, then start the dashboard "
-            "again.\n"
+            f"Error: The database at {settings.database_url} has no batch_quality, batch_stats, "
+            "daily_stats, failures, flagged views yet: run `summarize db upgrade` once, then "
+            "start the dashboard again.\n"
         )
         db = sa.create_engine(settings.database_url)
         assert sa.inspect(db).get_table_names() == []
@@ -302,7 +334,7 @@ def test_the_page_shows_the_batches_charts_and_a_batchs_documents_in_chromium(
             wednesday = page.locator('#batches tr[data-batch="wednesday"] td')
             assert wednesday.all_inner_texts()[2:6] == ["2", "0", "0", "2"]
             charted = page.evaluate(
-                """() => ["throughput-chart", "tokens-chart", "failures-chart"].map(
+                """() => ["throughput-chart", "tokens-chart", "failures-chart", "quality-chart"].map(
                     (id) => Chart.getChart(id).data.datasets[0].data)"""
             )
             oldest_first = sorted_stats(week)
@@ -310,7 +342,8 @@ def test_the_page_shows_the_batches_charts_and_a_batchs_documents_in_chromium(
             assert charted[0] == pytest.approx([b.documents_per_s for b in oldest_first])
             assert sum(charted[1]) == sum(b.prompt_tokens for b in oldest_first)
             assert charted[2] == [0, 2, 0]
-            for canvas in ("throughput-chart", "tokens-chart", "failures-chart"):
+            assert charted[3] == [0, 0, None]  # no summary loops; wednesday has none yet
+            for canvas in ("throughput-chart", "tokens-chart", "failures-chart", "quality-chart"):
                 assert canvas_is_drawn(page, canvas), canvas
 
             page.get_by_role("button", name="tuesday").click()
@@ -321,6 +354,10 @@ def test_the_page_shows_the_batches_charts_and_a_batchs_documents_in_chromium(
             first.locator("summary").click()
             expect(first.locator("p.summary")).to_have_text(re.compile(r"summary of \d+ tokens"))
             expect(page.locator("#failed tbody tr")).to_have_count(2)
+            expect(page.locator("#flagged li")).to_have_count(14)  # `summary of N tokens`: N is new
+            flagged = page.locator("#flagged details").first
+            flagged.locator("summary").click()
+            expect(flagged.locator("p.summary")).to_have_text(re.compile(r"summary of \d+ tokens"))
             expect(page.locator("#failed")).to_contain_text("the engine refused this prompt")
             page.screenshot(path=ARTIFACTS / f"dashboard-{week.dialect.name}.png", full_page=True)
 

@@ -23,7 +23,7 @@ from tests.batches import make_week
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "summarize.json"
 ROLE_SCRIPT = DEPLOY / "postgres" / "init" / "10-dashboards-role.sh"
-VIEWS = {"batch_stats", "daily_stats", "failures"}
+VIEWS = {"batch_stats", "daily_stats", "failures", "batch_quality", "flagged"}
 
 only_postgresql = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
@@ -81,7 +81,8 @@ def assert_reads_results_and_views_but_no_texts(role_url: str) -> None:
     grafana = sa.create_engine(role_url, poolclass=sa.pool.NullPool)
     with grafana.connect() as conn:
         conn.execute(sa.text("SELECT summary, source_path FROM results")).all()
-        conn.execute(sa.text("SELECT * FROM batch_stats, daily_stats, failures")).all()
+        for view in VIEWS:
+            conn.execute(sa.text(f"SELECT * FROM {view}")).all()
     with grafana.connect() as conn, pytest.raises(sa.exc.DBAPIError, match="permission denied"):
         conn.execute(sa.text("SELECT body FROM documents"))
     grafana.dispose()
@@ -138,6 +139,9 @@ def test_the_dashboards_role_runs_every_query_and_can_write_nothing(
         assert answered["Documents finished"] == [(21,)]
         assert answered["Failed documents"] == [(2,)]
         assert [row.batch for row in answered["Batches"]] == ["tuesday", "monday"]
+        quality = {row.batch: row for row in answered["Summary quality"]}
+        assert (quality["tuesday"].summaries, quality["tuesday"].looped) == (14, 0)
+        assert len(answered["Flagged summaries"]) == 19  # `summary of N tokens`: N is new
         assert conn.execute(sa.text("SHOW default_transaction_read_only")).scalar() == "on"
     with grafana.connect() as conn, pytest.raises(sa.exc.DBAPIError, match="read-only"):
         conn.execute(sa.text("DELETE FROM results"))

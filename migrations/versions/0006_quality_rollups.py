@@ -8,7 +8,11 @@
   transaction as every row change, as 0003 does for the other figures.
 - `batch_quality`: the view readers use (`summarize status`, the dashboard, Grafana):
   every batch, with its counts and the signals' means.
-- The read-only `dashboards` role may read the view (0004's grant_dashboards).
+- `flagged`: the view of summaries worth a look: those that still loop, or give a number
+  their document does not contain, with their text and signals. Two partial indexes
+  hold only such rows, so listing a batch's (or a time range's) newest costs a few
+  index entries however many rows `results` has.
+- The read-only `dashboards` role may read both views (0004's grant_dashboards).
 
 Revision ID: 0006
 Revises: 0005
@@ -27,6 +31,7 @@ branch_labels = None
 depends_on = None
 
 EVENTS = ("insert", "delete", "update")
+VIEWS = ("batch_quality", "flagged")
 SUMS = ("repetition", "copied", "compression")
 
 
@@ -146,6 +151,16 @@ FROM batches b LEFT JOIN quality_rollups q ON q.batch = b.name
 """
 
 
+FLAGGED = "(looped OR novel_numbers > 0)"  # word for word in the view and the indexes
+FLAGGED_VIEW = f"""
+CREATE VIEW flagged AS
+SELECT r.source_path, r.batch, r.looped, r.novel_numbers, r.repetition, r.copied,
+    r.finish_reason, r.summary, r.finished_at
+FROM results r
+WHERE {FLAGGED}
+"""
+
+
 def upgrade() -> None:
     dialect = op.get_bind().dialect.name
     op.create_table(
@@ -172,14 +187,22 @@ def upgrade() -> None:
     for statement in _sqlite_triggers() if dialect == "sqlite" else _postgresql_triggers():
         op.execute(statement)
     op.execute(BATCH_QUALITY)
+    op.execute(f"CREATE INDEX ix_results_flagged ON results (finished_at) WHERE {FLAGGED}")
+    op.execute(
+        f"CREATE INDEX ix_results_flagged_batch ON results (batch, finished_at) WHERE {FLAGGED}"
+    )
+    op.execute(FLAGGED_VIEW)
     if dialect == "postgresql":
         retention = import_module("migrations.versions.0004_retention")
-        op.execute(retention.grant_dashboards((*retention.READABLE, "batch_quality")))
+        op.execute(retention.grant_dashboards((*retention.READABLE, *VIEWS)))
 
 
 def downgrade() -> None:
     dialect = op.get_bind().dialect.name
-    op.execute("DROP VIEW IF EXISTS batch_quality")
+    for view in VIEWS:
+        op.execute(f"DROP VIEW IF EXISTS {view}")
+    op.drop_index("ix_results_flagged_batch", table_name="results")
+    op.drop_index("ix_results_flagged", table_name="results")
     if dialect == "postgresql":
         for event in EVENTS:
             op.execute(f"DROP TRIGGER IF EXISTS results_quality_{event} ON results")

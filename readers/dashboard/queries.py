@@ -20,16 +20,20 @@ from readers.views import (
     GENERATED,
     VIEWS,
     as_utc,
+    batch_quality,
     batch_stats,
     daily_stats,
     document_seconds,
     failures,
+    flagged,
 )
 
 LATEST_BATCHES = 12  # batches on the front page
 DAYS = 30  # days of the tokens-per-day chart
 SLOWEST = 10  # documents in a batch's "slowest" list
 FAILED = 100  # failed documents listed for a batch
+FLAGGED = 100  # flagged summaries listed for a batch, newest first
+QUALITY = [c.label(f"quality_{c.name}") for c in batch_quality.columns if c.name != "batch"]
 
 
 def open_readonly(settings: Settings) -> sa.Engine:
@@ -52,7 +56,8 @@ def open_readonly(settings: Settings) -> sa.Engine:
         db.dispose()
         raise SummarizeError(
             f"The database at {database.describe(settings)} has no {', '.join(missing)} "
-            "view yet: run `summarize db upgrade` once, then start the dashboard again."
+            f"view{'s' if len(missing) > 1 else ''} yet: run `summarize db upgrade` once, then "
+            "start the dashboard again."
         )
     return db
 
@@ -74,7 +79,8 @@ def overview(db: sa.Engine, latest: int = LATEST_BATCHES, days: int = DAYS) -> d
     since = datetime.now(timezone.utc).date() - timedelta(days=days - 1)
     with db.connect() as conn:
         batches = conn.execute(
-            sa.select(batch_stats)
+            sa.select(batch_stats, *QUALITY)
+            .join(batch_quality, batch_quality.c.batch == batch_stats.c.batch)
             .order_by(batch_stats.c.created_at.desc(), batch_stats.c.batch.desc())
             .limit(latest)
         ).all()
@@ -94,12 +100,23 @@ def overview(db: sa.Engine, latest: int = LATEST_BATCHES, days: int = DAYS) -> d
 
 
 def batch_detail(db: sa.Engine, name: str) -> dict | None:
-    """One batch: its figures, its slowest documents with their summaries, its failures."""
+    """One batch: its figures, its slowest documents with their summaries, its failures, and
+    its flagged summaries (those that loop or give numbers their document lacks)."""
     seconds = sa.literal_column(document_seconds(db.dialect.name))
     with db.connect() as conn:
-        stats = conn.execute(sa.select(batch_stats).where(batch_stats.c.batch == name)).first()
+        stats = conn.execute(
+            sa.select(batch_stats, *QUALITY)
+            .join(batch_quality, batch_quality.c.batch == batch_stats.c.batch)
+            .where(batch_stats.c.batch == name)
+        ).first()
         if stats is None:
             return None
+        marked = conn.execute(
+            sa.select(flagged)
+            .where(flagged.c.batch == name)
+            .order_by(flagged.c.finished_at.desc())
+            .limit(FLAGGED)
+        ).all()
         slowest = conn.execute(
             sa.select(
                 results.c.source_path,
@@ -129,4 +146,5 @@ def batch_detail(db: sa.Engine, name: str) -> dict | None:
         "batch": _plain(stats),
         "slowest": documents,
         "failed": [_plain(row) for row in failed],
+        "flagged": [_plain(row) for row in marked],
     }

@@ -1,5 +1,5 @@
-// The summarize dashboard: polls api/overview, draws the batches table and three charts,
-// and shows one batch's slowest and failed documents (api/batches/NAME) when clicked.
+// The summarize dashboard: polls api/overview, draws the batches table and four charts,
+// and shows one batch's slowest, flagged and failed documents (api/batches/NAME) when clicked.
 // Data is only ever put into the page as text (textContent), never as HTML.
 "use strict";
 
@@ -14,6 +14,9 @@ const COLORS = {
   prompt: "#5c6bc0",
   cached: "#9fa8da",
   output: "#ef6c00",
+  looped: "#6a1b9a",
+  cut: "#f9a825",
+  novel: "#00838f",
 };
 const STATUS_ORDER = ["succeeded", "failed", "cancelled", "running", "queued"];
 
@@ -41,6 +44,7 @@ const fmt = {
   rate: (x) => (x == null ? "–" : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)),
   seconds: (s) => (s == null ? "–" : s >= 100 ? s.toFixed(0) : s >= 1 ? s.toFixed(1) : s.toFixed(3)),
   percent: (x) => (x == null ? "–" : `${(100 * x).toFixed(1)} %`),
+  share: (x) => (x == null ? "–" : x.toFixed(2)),
   time: (iso) => (iso ? `${iso.slice(0, 10)} ${iso.slice(11, 19)}` : "–"),
   short: (name, size = 18) => (name.length > size ? `${name.slice(0, size - 1)}…` : name),
 };
@@ -99,6 +103,10 @@ function batchRow(batch) {
     el("td", { className: "number", text: fmt.int(batch.succeeded) }),
     el("td", { className: batch.failed ? "number bad" : "number", text: fmt.int(batch.failed) }),
     el("td", { className: "number", text: fmt.int(pending) }),
+    el("td", {
+      className: batch.quality_looped ? "number bad" : "number",
+      text: `${fmt.int(batch.quality_looped)} · ${fmt.int(batch.quality_truncated)}`,
+    }),
     el("td", { className: "number", text: fmt.rate(batch.documents_per_s) }),
     el("td", { className: "number", text: fmt.int(batch.completion_tokens) }),
     el("td", {
@@ -188,6 +196,19 @@ function renderCharts(data) {
       scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true, ticks: { precision: 0 } } },
     },
   });
+  const share = (count, b) => (b.quality_summaries ? (100 * count) / b.quality_summaries : null);
+  chart("quality-chart", {
+    type: "bar",
+    data: {
+      labels,
+      datasets: [
+        { label: "loop", data: oldestFirst.map((b) => share(b.quality_looped, b)), backgroundColor: COLORS.looped },
+        { label: "cut at the cap", data: oldestFirst.map((b) => share(b.quality_truncated, b)), backgroundColor: COLORS.cut },
+        { label: "novel numbers", data: oldestFirst.map((b) => share(b.quality_novel_numbers, b)), backgroundColor: COLORS.novel },
+      ],
+    },
+    options: { maintainAspectRatio: false, scales: { y: { beginAtZero: true, max: 100, title: { display: true, text: "%" } } } },
+  });
 }
 
 // -- one batch ----------------------------------------------------------------------------
@@ -212,6 +233,14 @@ function renderDetail(detail) {
     ...figure("output tokens/s", fmt.rate(b.completion_tokens_per_s)),
     ...figure("per document p50 / p95", `${fmt.seconds(b.p50_document_s)} / ${fmt.seconds(b.p95_document_s)} s`),
     ...figure("first start – last finish (UTC)", `${fmt.time(b.first_started_at)} – ${fmt.time(b.last_finished_at)}`),
+    ...figure(
+      "summaries: loop · cut · novel numbers",
+      `${fmt.int(b.quality_looped)} · ${fmt.int(b.quality_truncated)} · ${fmt.int(b.quality_novel_numbers)} of ${fmt.int(b.quality_summaries)}`,
+    ),
+    ...figure(
+      "mean repetition · copied · compression",
+      `${fmt.share(b.quality_repetition)} · ${fmt.share(b.quality_copied)} · ${fmt.share(b.quality_compression)}`,
+    ),
   );
   const slowest = detail.slowest.map((d) =>
     el(
@@ -232,6 +261,27 @@ function renderDetail(detail) {
     ),
   );
   document.getElementById("slowest").replaceChildren(...slowest);
+  const flagged = detail.flagged.map((d) =>
+    el(
+      "li",
+      {},
+      el(
+        "details",
+        {},
+        el(
+          "summary",
+          {},
+          el("span", { className: "path", text: d.source_path.split("/").pop() }),
+          el("span", { className: "bad", text: d.looped ? " loops" : "" }),
+          el("span", { className: "muted", text: d.novel_numbers ? ` · ${d.novel_numbers} number(s) not in the document` : "" }),
+        ),
+        el("div", { className: "muted small", text: `${d.source_path} · repetition ${fmt.share(d.repetition)} · copied ${fmt.share(d.copied)} · finish: ${d.finish_reason} · ${fmt.time(d.finished_at)}` }),
+        el("p", { className: "summary", text: d.summary || "" }),
+      ),
+    ),
+  );
+  document.getElementById("flagged").replaceChildren(...flagged);
+  document.getElementById("no-flagged").hidden = flagged.length > 0;
   document.getElementById("no-slowest").hidden = slowest.length > 0;
   const failed = detail.failed.map((f) =>
     el(
