@@ -217,6 +217,21 @@ function figure(term, value) {
   return [el("dt", { text: term }), el("dd", { text: value })];
 }
 
+// A document in a list: its file name and what marks it; opened, its path, facts and summary.
+function documentItem(d, marks, facts) {
+  return el(
+    "li",
+    {},
+    el(
+      "details",
+      {},
+      el("summary", {}, el("span", { className: "path", text: d.source_path.split("/").pop() }), ...marks),
+      el("div", { className: "muted small", text: `${d.source_path} · ${facts}` }),
+      el("p", { className: "summary", text: d.summary || "" }),
+    ),
+  );
+}
+
 function renderDetail(detail) {
   const b = detail.batch;
   document.getElementById("detail-name").textContent = b.batch;
@@ -243,41 +258,21 @@ function renderDetail(detail) {
     ),
   );
   const slowest = detail.slowest.map((d) =>
-    el(
-      "li",
-      {},
-      el(
-        "details",
-        {},
-        el(
-          "summary",
-          {},
-          el("span", { className: "path", text: d.source_path.split("/").pop() }),
-          el("span", { className: "muted", text: ` ${fmt.seconds(d.seconds)} s · ${fmt.int(d.prompt_tokens)} → ${fmt.int(d.completion_tokens)} tokens` }),
-        ),
-        el("div", { className: "muted small", text: `${d.source_path} · ${d.parts} part(s) · finish: ${d.finish_reason}` }),
-        el("p", { className: "summary", text: d.summary || "" }),
-      ),
+    documentItem(
+      d,
+      [el("span", { className: "muted", text: ` ${fmt.seconds(d.seconds)} s · ${fmt.int(d.prompt_tokens)} → ${fmt.int(d.completion_tokens)} tokens` })],
+      `${d.parts} part(s) · finish: ${d.finish_reason}`,
     ),
   );
   document.getElementById("slowest").replaceChildren(...slowest);
   const flagged = detail.flagged.map((d) =>
-    el(
-      "li",
-      {},
-      el(
-        "details",
-        {},
-        el(
-          "summary",
-          {},
-          el("span", { className: "path", text: d.source_path.split("/").pop() }),
-          el("span", { className: "bad", text: d.looped ? " loops" : "" }),
-          el("span", { className: "muted", text: d.novel_numbers ? ` · ${d.novel_numbers} number(s) not in the document` : "" }),
-        ),
-        el("div", { className: "muted small", text: `${d.source_path} · repetition ${fmt.share(d.repetition)} · copied ${fmt.share(d.copied)} · finish: ${d.finish_reason} · ${fmt.time(d.finished_at)}` }),
-        el("p", { className: "summary", text: d.summary || "" }),
-      ),
+    documentItem(
+      d,
+      [
+        el("span", { className: "bad", text: d.looped ? " loops" : "" }),
+        el("span", { className: "muted", text: d.novel_numbers ? ` · ${d.novel_numbers} number(s) not in the document` : "" }),
+      ],
+      `repetition ${fmt.share(d.repetition)} · copied ${fmt.share(d.copied)} · finish: ${d.finish_reason} · ${fmt.time(d.finished_at)}`,
     ),
   );
   document.getElementById("flagged").replaceChildren(...flagged);
