@@ -13,7 +13,9 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-SUFFIXES = (".txt", ".md")
+from jobs.markup import MARKDOWN_SUFFIXES, is_markdown, plain
+
+SUFFIXES = (".txt", *MARKDOWN_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -221,8 +223,10 @@ def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreada
             f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
             "convert it to UTF-8",
         )
+    body = body.replace("\r\n", "\n")
+    if is_markdown(path):  # summarized from its text, not its markup (jobs/markup.py)
+        body = plain(body)
     if not body.strip():
         return Unreadable(path, "empty file: nothing to summarize")
-    body = body.replace("\r\n", "\n")
     encoded = body.encode("utf-8")
     return Text(path, body, hashlib.sha256(encoded).hexdigest(), len(encoded))
