@@ -20,9 +20,14 @@ TEMPERATURE = 0.0  # greedy: the same document gives the same summary
 LOOP_BREAKING = {"frequency_penalty": 1.0}
 
 
-def prompt_hash(instruction: str, max_tokens: int) -> str:
-    """A short, stable name for the instruction and sampling settings, as stored in results."""
-    identity = json.dumps([PROMPT_FORMAT, instruction, max_tokens, TEMPERATURE, LOOP_BREAKING])
+def prompt_hash(instruction: str, max_tokens: int, max_sentences: int = 0) -> str:
+    """A short, stable name for the instruction and sampling settings, as stored in results.
+    (A limit of sentences joins the identity only when there is one: summaries made before it
+    existed keep their hash.)"""
+    identity = [PROMPT_FORMAT, instruction, max_tokens, TEMPERATURE, LOOP_BREAKING]
+    if max_sentences:
+        identity.append({"max_sentences": max_sentences})
+    identity = json.dumps(identity)
     return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:16]
 
 

@@ -136,6 +136,9 @@ class Settings:
     max_tokens: int | None = field(
         default=None, metadata={"env": "MAX_TOKENS", "parse": _whole(1, 8192)}
     )
+    max_sentences: int = field(
+        default=3, metadata={"env": "MAX_SENTENCES", "parse": _whole(0, 1000)}
+    )  # a summary ends after this many sentences (worker/sentences.py); 0: no limit
     max_doc_bytes: int = field(
         default=1_000_000, metadata={"env": "MAX_DOC_BYTES", "parse": _whole(1, 1 << 30)}
     )

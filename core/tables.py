@@ -102,6 +102,8 @@ class Batch(Base):
     model: Mapped[str] = mapped_column(String(500))
     instruction: Mapped[str] = mapped_column(Text)
     max_tokens: Mapped[int] = mapped_column(Integer)
+    # a summary ends after this many sentences; NULL: no limit (migration 0007)
+    max_sentences: Mapped[int | None] = mapped_column(Integer, nullable=True)
     prompt_hash: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

@@ -74,14 +74,20 @@ class Prompt:
     model: str
     instruction: str
     max_tokens: int
+    max_sentences: int = 0  # 0: no limit
 
     @property
     def hash(self) -> str:
-        return prompt_hash(self.instruction, self.max_tokens)
+        return prompt_hash(self.instruction, self.max_tokens, self.max_sentences)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Prompt:
-        return cls(settings.model_name, settings.instruction, settings.summary_max_tokens)
+        return cls(
+            settings.model_name,
+            settings.instruction,
+            settings.summary_max_tokens,
+            settings.max_sentences,
+        )
 
 
 def default_batch_name(paths: Iterable[str]) -> str:
@@ -116,6 +122,7 @@ def ensure_batch(db: sa.Engine, name: str, prompt: Prompt) -> None:
                     model=prompt.model,
                     instruction=prompt.instruction,
                     max_tokens=prompt.max_tokens,
+                    max_sentences=prompt.max_sentences or None,
                     prompt_hash=prompt.hash,
                     created_at=utcnow(),
                 )

@@ -35,6 +35,7 @@ class FakeEngine:
         self.running: list[tuple[str, list[int], int]] = []
         self.added: list[str] = []
         self.loop_breaking: list[str] = []  # requests asked with the settings that break loops
+        self.max_sentences: dict[str, int | None] = {}  # each request's limit of sentences
         self.peak_unfinished = 0
         self.steps = 0
         self.closed = False
@@ -55,10 +56,16 @@ class FakeEngine:
         return [1, *self.token_ids(instruction), 2, *self.token_ids(text), 3]
 
     def add(
-        self, request_id: str, prompt_ids: list[int], max_tokens: int, loop_breaking: bool = False
+        self,
+        request_id: str,
+        prompt_ids: list[int],
+        max_tokens: int,
+        loop_breaking: bool = False,
+        max_sentences: int | None = None,
     ) -> None:
         if loop_breaking:
             self.loop_breaking.append(request_id)
+        self.max_sentences[request_id] = max_sentences
         if self.refuse_on and self.refuse_on in self.text_of(prompt_ids).split():
             raise ValueError("the engine refused this prompt")
         if len(prompt_ids) + max_tokens > self.max_model_len:

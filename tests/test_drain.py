@@ -248,6 +248,20 @@ def test_a_document_longer_than_the_context_is_summarized_in_parts(
     assert long.prompt_tokens > 900  # every part's prompt and the combining prompt are counted
     assert long.completion_tokens == 4 * (long.parts + 1)
     assert rows(db)["short.txt"].parts == 1
+    # every request, parts and combining pass alike, ends after the batch's sentences
+    assert set(engine.max_sentences.values()) == {settings.max_sentences} == {3}
+
+
+def test_a_batch_submitted_without_a_sentence_limit_asks_for_none(
+    settings, db, tmp_path, run_drain
+):
+    unlimited = settings.with_changes(max_sentences=0)
+    keys = submitted(unlimited, db, tmp_path, {"a.txt": "one text"})
+    engine = FakeEngine()
+    drain = run_drain(engine)
+
+    assert drain.summarize(keys["a.txt"]).result(WAIT_S).status == "succeeded"
+    assert list(engine.max_sentences.values()) == [None]
 
 
 def test_a_document_for_another_model_fails_with_the_fix(settings, db, tmp_path, run_drain):

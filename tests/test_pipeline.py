@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.broker import EmbeddedRedis
-from core.quality import loops
+from core.quality import loops, sentences
 from core.settings import Settings
 from core.tables import results
 from tests.conftest import POSTGRES_URL, _reset_postgres, lee
@@ -220,3 +220,37 @@ def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
     assert found["documents"] == 3 and found["problems"] == []
     for scores in (found["summaries"], found["lead"]):
         assert 0.05 < scores["rougeL"] < 0.6 and scores["rouge1"] > scores["rouge2"] > 0, found
+
+
+def test_summaries_end_after_the_batchs_limit_of_sentences(tmp_path, redis_url, queue_name, model):
+    """One lee article set summarized twice by the real model: with a limit of one sentence,
+    every summary stops after its first; without one, they run on."""
+    corpus = copy_lee(tmp_path / "news", 0, 6)
+    env = {
+        "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
+        "SUMMARIZE_BROKER_URL": redis_url,
+        "SUMMARIZE_QUEUE": queue_name,
+        "SUMMARIZE_MODEL": str(model),
+    }
+    for batch, limit in (("one", "1"), ("free", "0")):
+        done = cli(
+            env | {"SUMMARIZE_MAX_SENTENCES": limit}, "submit", str(corpus), "--batch", batch
+        )
+        assert done.returncode == 0, done.stderr
+    with Worker(env, tmp_path / "worker.log", "--burst") as worker:
+        assert worker.wait(WORKER_TIMEOUT_S) == 0, worker.tail()
+
+    database = sa.create_engine(f"sqlite:///{tmp_path / 'data' / 'summarize.db'}")
+    with database.connect() as conn:
+        rows = conn.execute(sa.select(results)).all()
+        limits = dict(conn.execute(sa.text("SELECT name, max_sentences FROM batches")).all())
+    database.dispose()
+    one = [r for r in rows if r.batch == "one"]
+    free = [r for r in rows if r.batch == "free"]
+    assert limits == {"one": 1, "free": None}
+    assert {r.status for r in rows} == {"succeeded"} and not any(r.deduplicated for r in rows)
+    assert [r.finish_reason for r in one] == ["stop"] * 6, [r.summary for r in one]
+    assert all(r.summary.rstrip("\"'”’)").endswith((".", "!", "?")) for r in one), one
+    assert all(len(sentences(r.summary)) == 1 for r in one), [r.summary for r in one]
+    assert max(len(sentences(r.summary)) for r in free) >= 3, [r.summary for r in free]
+    assert sum(r.completion_tokens for r in one) < sum(r.completion_tokens for r in free)

@@ -52,7 +52,12 @@ class EchoEngine:
         return head + self.token_ids(text)
 
     def add(
-        self, request_id: str, prompt_ids: list[int], max_tokens: int, loop_breaking: bool = False
+        self,
+        request_id: str,
+        prompt_ids: list[int],
+        max_tokens: int,
+        loop_breaking: bool = False,
+        max_sentences: int | None = None,
     ) -> None:
         if len(prompt_ids) + max_tokens > self.max_model_len:
             raise ValueError(

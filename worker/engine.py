@@ -16,6 +16,8 @@ from core.errors import EngineError
 from core.profiles import Profile, memory_share_that_fits
 from core.prompt import LOOP_BREAKING, TEMPERATURE
 
+SENTENCE_LIMIT = "worker.sentence_limit:SentenceLimit"  # imported by the engine's own process
+
 log = logging.getLogger(__name__)
 
 
@@ -43,10 +45,15 @@ class Engine(Protocol):
     def text_of(self, token_ids: list[int]) -> str: ...
 
     def add(
-        self, request_id: str, prompt_ids: list[int], max_tokens: int, loop_breaking: bool = False
+        self,
+        request_id: str,
+        prompt_ids: list[int],
+        max_tokens: int,
+        loop_breaking: bool = False,
+        max_sentences: int | None = None,
     ) -> None:
         """Start a request; `loop_breaking`: with the settings that break a loop
-        (core/prompt.LOOP_BREAKING)."""
+        (core/prompt.LOOP_BREAKING); `max_sentences`: end after this many sentences."""
 
     def step(self) -> list[Finished]: ...
 
@@ -88,6 +95,7 @@ class VllmEngine:
                 gpu_memory_utilization=memory_share,
                 tensor_parallel_size=tensor_parallel_size,  # one model over several GPUs
                 enable_prefix_caching=True,
+                logits_processors=[SENTENCE_LIMIT],  # worker/sentence_limit.py
                 enforce_eager=cpu,  # torch.compile on the CPU build costs minutes for little
                 use_tqdm_on_load=log.isEnabledFor(logging.DEBUG),  # its bars: DEBUG only
                 seed=0,
@@ -108,7 +116,12 @@ class VllmEngine:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
     def add(
-        self, request_id: str, prompt_ids: list[int], max_tokens: int, loop_breaking: bool = False
+        self,
+        request_id: str,
+        prompt_ids: list[int],
+        max_tokens: int,
+        loop_breaking: bool = False,
+        max_sentences: int | None = None,
     ) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
@@ -118,6 +131,7 @@ class VllmEngine:
             max_tokens=max_tokens,
             temperature=TEMPERATURE,
             output_kind=RequestOutputKind.FINAL_ONLY,
+            extra_args={"max_sentences": max_sentences} if max_sentences else None,
             **(LOOP_BREAKING if loop_breaking else {}),
         )
         self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt_ids), params)

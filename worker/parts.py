@@ -55,6 +55,7 @@ class Request:
     prompt_ids: list[int]
     max_tokens: int
     loop_breaking: bool = False  # with the settings that break a loop (core/prompt.py)
+    max_sentences: int | None = None  # the summary ends after this many (worker/sentences.py)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Work:
     engine: Engine
     new_id: Callable[[], str]
     template_tokens: int | None = None  # the instruction's prompt around an empty document
+    max_sentences: int | None = None  # each summary ends after this many sentences
     document_tokens: int = 0
     regenerated: bool = False  # the final summary looped and was generated again
     prompt_tokens: int = 0
@@ -155,7 +157,9 @@ class Work:
         self._prompts = prompts
         requests = []
         for slot, prompt in enumerate(prompts):
-            request = Request(self.new_id(), prompt, self.max_tokens, loop_breaking)
+            request = Request(
+                self.new_id(), prompt, self.max_tokens, loop_breaking, self.max_sentences
+            )
             self._pending[request.request_id] = slot
             requests.append(request)
         return requests

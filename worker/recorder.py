@@ -47,6 +47,7 @@ class Claim:
     instruction: str
     max_tokens: int
     attempts: int
+    max_sentences: int | None = None  # a summary ends after this many sentences
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,7 @@ class Recorder:
                 model=prompt.model,
                 instruction=prompt.instruction,
                 max_tokens=prompt.max_tokens,
+                max_sentences=prompt.max_sentences,
                 attempts=attempts,
             )
         return claims

@@ -34,6 +34,7 @@ class Running:
             self.engine,
             self._new_id,
             template_tokens=template,
+            max_sentences=claim.max_sentences,
         )
 
     def _new_id(self) -> str:
@@ -51,6 +52,7 @@ class Running:
                 request.prompt_ids,
                 request.max_tokens,
                 loop_breaking=request.loop_breaking,
+                max_sentences=request.max_sentences,
             )
 
     def finished(self, finished: Finished) -> Work | None:
