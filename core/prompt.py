@@ -18,17 +18,30 @@ TEMPERATURE = 0.0  # greedy: the same document gives the same summary
 # greedy looped on 13, frequency_penalty 1.0 on 2, with ROUGE-L 0.195 -> 0.207; a
 # repetition_penalty of 1.2 broke loops but wrote nonsense (ROUGE-L 0.080).
 LOOP_BREAKING = {"frequency_penalty": 1.0}
+# ... and may not repeat any run of this many tokens (worker/repeats.py): it cannot loop again.
+NO_REPEAT_TOKENS = 6
+
+
+def sampling(max_tokens: int, *, loop_breaking: bool = False, max_sentences: int | None = None):
+    """The keyword arguments of vLLM's SamplingParams for one request (extra_args are read by
+    worker/rules.py)."""
+    params: dict = {"max_tokens": max_tokens, "temperature": TEMPERATURE}
+    extra: dict = {}
+    if max_sentences:
+        extra["max_sentences"] = max_sentences
+    if loop_breaking:
+        params |= LOOP_BREAKING
+        extra["no_repeat_ngram"] = NO_REPEAT_TOKENS
+    if extra:
+        params["extra_args"] = extra
+    return params
 
 
 def prompt_hash(instruction: str, max_tokens: int, max_sentences: int = 0) -> str:
-    """A short, stable name for the instruction and sampling settings, as stored in results.
-    (A limit of sentences joins the identity only when there is one: summaries made before it
-    existed keep their hash.)"""
-    identity = [PROMPT_FORMAT, instruction, max_tokens, TEMPERATURE, LOOP_BREAKING]
-    if max_sentences:
-        identity.append({"max_sentences": max_sentences})
-    identity = json.dumps(identity)
-    return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:16]
+    """A short, stable name for the instruction and sampling settings, as stored in results."""
+    identity = [PROMPT_FORMAT, instruction, max_tokens, max_sentences, TEMPERATURE]
+    identity += [LOOP_BREAKING, NO_REPEAT_TOKENS]
+    return hashlib.sha256(json.dumps(identity).encode("utf-8")).hexdigest()[:16]
 
 
 def result_key(content_hash: str, model: str, prompt: str) -> str:

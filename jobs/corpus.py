@@ -26,7 +26,7 @@ class Found:
     (`target`), which is what gets opened."""
 
     path: str
-    kind: str  # "document", "skipped" (not .txt/.md) or "problem"
+    kind: str  # "document", "skipped" (not text or Markdown: SUFFIXES) or "problem"
     problem: str | None = None  # for a problem, or a document refused before it is read
     target: str | None = None
 
@@ -43,7 +43,7 @@ class Text:
 
 @dataclass(frozen=True)
 class Unreadable:
-    """A .txt or .md file that cannot become a document, and why, in words a user can act on."""
+    """A text or Markdown file that cannot become a document, and why, in words a user can act on."""
 
     path: str
     reason: str

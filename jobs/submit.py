@@ -50,12 +50,12 @@ class SubmitReport:
     """What `summarize submit` did, for its closing summary."""
 
     batch: str
-    documents: int = 0  # .txt/.md files found
+    documents: int = 0  # text and Markdown files found (corpus.SUFFIXES)
     submitted: int = 0  # documents queued for the worker
     deduplicated: int = 0  # answered by an earlier summary, or by one already queued
     already_in_batch: int = 0  # rows this batch had from an earlier submit
-    skipped: int = 0  # files that are not .txt or .md
-    unreadable: int = 0  # .txt/.md files that could not become documents (rows `failed`)
+    skipped: int = 0  # files of other kinds
+    unreadable: int = 0  # text or Markdown files that could not become documents (rows `failed`)
     problems: int = 0  # paths that could not be walked (missing, loops, unreadable folders)
     examples: list[tuple[str, str]] = field(default_factory=list)  # (path, what went wrong)
 
@@ -99,7 +99,7 @@ def default_batch_name(paths: Iterable[str]) -> str:
 
 
 def count_files(paths: Iterable[str], follow_links: bool = False) -> int:
-    """How many .txt/.md files a submit of `paths` will read (a quick first pass, for progress)."""
+    """How many text and Markdown files a submit of `paths` will read (a quick first pass, for progress)."""
     return sum(1 for found in corpus.walk(paths, follow_links) if found.kind == "document")
 
 

@@ -32,9 +32,10 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
   quality   the default model on the ACL papers of `aclsum` (train and validation splits:
             abstract, introduction and conclusion; the papers that fit one prompt), against
             their human summaries (challenge, approach, outcome): vLLM by hand with greedy
-            decoding alone (before loops were generated again) and with the summaries that
-            loop generated again (after), then the real pipeline (`submit --wait`, a running
-            worker) scored by `summarize eval --json`; ROUGE of each beside the lead
+            decoding alone, with the summaries that loop generated again, and with the
+            sentence limit as well (SUMMARIZE_MAX_SENTENCES), then the real pipeline
+            (`submit --wait`, a running worker) scored by `summarize eval --json`; ROUGE of
+            each beside the lead
             baseline, and the shares that loop, are cut at the length cap, and give a
             number the paper does not
   readers   the dashboards, `summarize status`/`batches` and each Grafana panel's query,
@@ -106,7 +107,7 @@ def run_raw(args) -> dict:
     from vllm.inputs import TokensPrompt
 
     from core.model import resolve
-    from core.prompt import LOOP_BREAKING, TEMPERATURE
+    from core.prompt import sampling
     from core.quality import loops
     from core.settings import Settings
     from worker.engine import VllmEngine
@@ -121,7 +122,7 @@ def run_raw(args) -> dict:
         raise SystemExit(
             "raw mode needs documents that fit the context: raise SUMMARIZE_MAX_MODEL_LEN"
         )
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE)
+    params = SamplingParams(**sampling(args.max_tokens, max_sentences=settings.max_sentences))
     warm = [engine.prompt_ids(settings.instruction, d) for d in documents(SAMPLES, None)]
     engine.llm.generate([TokensPrompt(prompt_token_ids=p) for p in warm], params, use_tqdm=False)
     started = time.perf_counter()
@@ -134,7 +135,11 @@ def run_raw(args) -> dict:
     if looped:
         again = engine.llm.generate(
             [TokensPrompt(prompt_token_ids=p) for p in looped],
-            SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE, **LOOP_BREAKING),
+            SamplingParams(
+                **sampling(
+                    args.max_tokens, loop_breaking=True, max_sentences=settings.max_sentences
+                )
+            ),
             use_tqdm=False,
         )
     seconds = time.perf_counter() - started
@@ -271,12 +276,13 @@ def _detokenized(text: str) -> str:
 
 
 def run_quality_raw(args) -> dict:
-    """vLLM by hand on the papers: greedy alone, then the looping ones generated again."""
+    """vLLM by hand on the papers: greedy alone; with the looping ones generated again; and
+    with the sentence limit too (what the pipeline does)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
     from core.model import resolve
-    from core.prompt import LOOP_BREAKING, TEMPERATURE
+    from core.prompt import sampling
     from core.quality import loops
     from core.settings import Settings
     from worker.engine import VllmEngine
@@ -290,29 +296,35 @@ def run_quality_raw(args) -> dict:
         if len(prompt) <= limit:
             found.append(paper)
             prompts.append(TokensPrompt(prompt_token_ids=prompt))
-    greedy = SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE)
-    first = engine.llm.generate(prompts, greedy, use_tqdm=False)
-    looping = [i for i, o in enumerate(first) if loops(o.outputs[0].text)]
-    again = (
-        engine.llm.generate(
-            [prompts[i] for i in looping],
-            SamplingParams(max_tokens=args.max_tokens, temperature=TEMPERATURE, **LOOP_BREAKING),
+
+    def decoded(sentences: int | None, again: bool) -> list[tuple[str, str]]:
+        """Each paper's summary and finish reason: greedy, then (again) loops generated again."""
+        first = engine.llm.generate(
+            prompts,
+            SamplingParams(**sampling(args.max_tokens, max_sentences=sentences)),
             use_tqdm=False,
         )
-        if looping
-        else []
-    )
-    engine.close()
-    before = [(o.outputs[0].text, o.outputs[0].finish_reason) for o in first]
-    after = list(before)
-    for i, o in zip(looping, again, strict=True):
-        after[i] = (o.outputs[0].text, o.outputs[0].finish_reason)
-    return {
-        "mode": "quality-raw",
-        "names": [p["name"] for p in found],
-        "before": before,
-        "after": after,
+        answers = [(o.outputs[0].text, o.outputs[0].finish_reason) for o in first]
+        looping = [i for i, (text, _) in enumerate(answers) if again and loops(text)]
+        if looping:
+            second = engine.llm.generate(
+                [prompts[i] for i in looping],
+                SamplingParams(
+                    **sampling(args.max_tokens, loop_breaking=True, max_sentences=sentences)
+                ),
+                use_tqdm=False,
+            )
+            for i, o in zip(looping, second, strict=True):
+                answers[i] = (o.outputs[0].text, o.outputs[0].finish_reason)
+        return answers
+
+    stages = {
+        "greedy": decoded(None, again=False),
+        "again": decoded(None, again=True),
+        "limited": decoded(settings.max_sentences, again=True),
     }
+    engine.close()
+    return {"mode": "quality-raw", "names": [p["name"] for p in found], **stages}
 
 
 def run_quality(args) -> dict:
@@ -323,7 +335,7 @@ def run_quality(args) -> dict:
     raw = child("quality-raw", args)
     names = raw["names"]
     measured = {}
-    for stage in ("before", "after"):
+    for stage in ("greedy", "again", "limited"):
         outputs = raw[stage]
         items = [
             ((by_name[n]["reference"],), text, by_name[n]["text"])
@@ -991,8 +1003,9 @@ def report(result: dict) -> None:
             f"  {'':<22}{'ROUGE-1':>8}{'ROUGE-2':>8}{'ROUGE-L':>8}{'looped':>8}{'cut':>6}{'novel#':>8}"
         )
         for stage, label in (
-            ("before", "greedy alone (raw)"),
-            ("after", "loops again (raw)"),
+            ("greedy", "greedy alone (raw)"),
+            ("again", "+ loops again (raw)"),
+            ("limited", "+ sentence limit (raw)"),
             ("pipeline", "pipeline + eval"),
         ):
             r = result[stage]

@@ -151,7 +151,7 @@ def _print_report(report, settings: Settings) -> None:
         f"  queued               {report.submitted:>8,}",
         f"  deduplicated         {report.deduplicated:>8,}  (summarized or queued before, same model and prompt)",
         f"  already in batch     {report.already_in_batch:>8,}",
-        f"  skipped              {report.skipped:>8,}  (not .txt or .md)",
+        f"  skipped              {report.skipped:>8,}  (not text or Markdown)",
         f"  failed to read       {report.unreadable:>8,}",
     ]
     if report.problems:

@@ -73,7 +73,7 @@ def test_every_part_prompt_fits_the_context_and_the_parts_are_combined():
 
 
 def test_combining_that_never_shrinks_stops_after_the_bound():
-    engine = FakeEngine(max_model_len=100)
+    engine = FakeEngine(max_model_len=160)
     ids = itertools.count()
     work = Work("k", "summarize", 20, engine, lambda: str(next(ids)))
     requests = work.start(" ".join(f"w{i}" for i in range(500)))

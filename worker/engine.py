@@ -14,9 +14,9 @@ from typing import Protocol
 
 from core.errors import EngineError
 from core.profiles import Profile, memory_share_that_fits
-from core.prompt import LOOP_BREAKING, TEMPERATURE
+from core.prompt import sampling
 
-SENTENCE_LIMIT = "worker.sentence_limit:SentenceLimit"  # imported by the engine's own process
+RULES = "worker.rules:SummaryRules"  # imported by the engine's own process
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class Engine(Protocol):
         max_sentences: int | None = None,
     ) -> None:
         """Start a request; `loop_breaking`: with the settings that break a loop
-        (core/prompt.LOOP_BREAKING); `max_sentences`: end after this many sentences."""
+        (core/prompt.sampling); `max_sentences`: end after this many sentences."""
 
     def step(self) -> list[Finished]: ...
 
@@ -95,7 +95,7 @@ class VllmEngine:
                 gpu_memory_utilization=memory_share,
                 tensor_parallel_size=tensor_parallel_size,  # one model over several GPUs
                 enable_prefix_caching=True,
-                logits_processors=[SENTENCE_LIMIT],  # worker/sentence_limit.py
+                logits_processors=[RULES],  # worker/rules.py
                 enforce_eager=cpu,  # torch.compile on the CPU build costs minutes for little
                 use_tqdm_on_load=log.isEnabledFor(logging.DEBUG),  # its bars: DEBUG only
                 seed=0,
@@ -128,11 +128,8 @@ class VllmEngine:
         from vllm.sampling_params import RequestOutputKind
 
         params = SamplingParams(
-            max_tokens=max_tokens,
-            temperature=TEMPERATURE,
             output_kind=RequestOutputKind.FINAL_ONLY,
-            extra_args={"max_sentences": max_sentences} if max_sentences else None,
-            **(LOOP_BREAKING if loop_breaking else {}),
+            **sampling(max_tokens, loop_breaking=loop_breaking, max_sentences=max_sentences),
         )
         self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt_ids), params)
 

@@ -20,9 +20,13 @@ from worker.engine import Engine, Finished
 MAX_LEVELS = 5
 PROMPT_SLACK_TOKENS = 8  # re-tokenizing a decoded window can add a token or two
 MIN_WINDOW_TOKENS = 32
+# Added to the instruction for the combining pass: the model is told what it reads, and
+# that it writes about the document, not about the summaries (it wrote "The document
+# contains several sentences that need editing" of full papers before).
 COMBINE_NOTE = (
-    "\n\nThe text is a series of summaries of consecutive parts of one long document, "
-    "in order. Summarize the whole document from them."
+    "\n\nThe text below is made of summaries of the consecutive parts of one long document, "
+    "in order. From them, write the summary of the whole document: state what the document "
+    "says, not what the summaries or the document are like."
 )
 
 

@@ -7,7 +7,7 @@ its last token ends one, so the summary stops where a sentence stops (finish rea
 `stop`) and spends no tokens on sentences nobody asked for.
 
 A sentence ends at `.`, `!` or `?` (and the quotes or brackets that close on it) after a
-word of two letters or more: `3.5`, `U.S.` and `p.m.` end none. worker/sentence_limit.py
+word of two letters or more: `3.5`, `U.S.` and `p.m.` end none. worker/rules.py
 is the vLLM side; this module imports neither vLLM nor torch.
 """
 

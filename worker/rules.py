@@ -1,9 +1,14 @@
-"""The sentence limit as a vLLM logits processor (the rule: worker/sentences.py).
+"""The rules a summary is decoded under, as one vLLM logits processor.
+
+- `extra_args={"max_sentences": N}`: once the output holds N sentences and its last token
+  ends one, the stop tokens are the only choice (the rule: worker/sentences.py).
+- `extra_args={"no_repeat_ngram": N}`: a token that would repeat a run of N tokens of the
+  output is not a choice (worker/repeats.py); asked of a summary generated again because
+  it looped.
 
 The engine builds one in its own process (`LLM(logits_processors=[...])`, by name:
 worker/engine.py); it reads each token's text from the model's tokenizer once, when it
-starts. A request with `extra_args={"max_sentences": N}` gets its stop tokens as the only
-choice once its output holds N sentences and its last token ends one.
+starts.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
+from worker.repeats import Repeats
 from worker.sentences import Count, token_kinds
 
 
-class SentenceLimit(LogitsProcessor):
+class SummaryRules(LogitsProcessor):
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         from transformers import AutoTokenizer
 
@@ -26,12 +32,14 @@ class SentenceLimit(LogitsProcessor):
         pieces = [tokenizer.decode([i]) for i in range(len(tokenizer))]
         self.ends, self.letters = token_kinds(pieces)
         self.counts: dict[int, Count] = {}
+        self.repeats: dict[int, Repeats] = {}
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
-        limit = (sampling_params.extra_args or {}).get("max_sentences")
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
-            raise ValueError(f"max_sentences must be a positive whole number, not {limit!r}")
+        for name in ("max_sentences", "no_repeat_ngram"):
+            value = (sampling_params.extra_args or {}).get(name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive whole number, not {value!r}")
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes which token greedy decoding picks
@@ -43,10 +51,20 @@ class SentenceLimit(LogitsProcessor):
             return None
         return Count(limit, output, sorted(params.all_stop_token_ids))
 
+    @staticmethod
+    def _repeats(params, _prompt: list[int] | None, output: list[int]) -> Repeats | None:
+        n = (params.extra_args or {}).get("no_repeat_ngram")
+        return Repeats(n, output) if n else None
+
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         process_dict_updates(self.counts, batch_update, self._added)
+        process_dict_updates(self.repeats, batch_update, self._repeats)
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        for row, repeats in self.repeats.items():
+            banned = repeats.banned()
+            if banned:
+                logits[row, torch.tensor(sorted(banned), device=logits.device)] = float("-inf")
         for row, count in self.counts.items():
             if count.stops and count.update(self.ends, self.letters):
                 stops = torch.tensor(count.stops, device=logits.device)
