@@ -214,6 +214,8 @@ def run_pipeline(args) -> dict:
                     sa.func.count(),
                     sa.func.sum(results.c.completion_tokens),
                     sa.func.max(results.c.finished_at),
+                    sa.func.sum(sa.case((results.c.finish_reason == "stop", 1), else_=0)),
+                    sa.func.sum(sa.case((results.c.looped, 1), else_=0)),
                 ).where(results.c.batch == "bench")
             ).one()
         db.dispose()
@@ -223,6 +225,8 @@ def run_pipeline(args) -> dict:
             "docs": row[0],
             "seconds": seconds,
             "output_tokens": int(row[1]),
+            "stopped": int(row[3]),
+            "looped": int(row[4]),
         }
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
@@ -1063,6 +1067,8 @@ def report(result: dict) -> None:
     notes = [result["note"]] if result.get("note") else []
     if result.get("again"):
         notes.append(f"{result['again']} looped and generated again")
+    if "stopped" in result:
+        notes.append(f"{result['stopped']} ended by stop, {result['looped']} still loop")
     note = f"  ({'; '.join(notes)})" if notes else ""
     print(
         f"{result['mode']:<9} {result['docs']:>7,} docs  {result['seconds']:>8.1f} s  "
