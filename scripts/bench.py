@@ -38,6 +38,10 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
             each beside the lead
             baseline, and the shares that loop, are cut at the length cap, and give a
             number the paper does not
+  long      whole papers of aclsum's train split (--long-papers, 20), written as Markdown
+            (title, abstract, section headings, paragraphs: many times the context), through
+            the pipeline (parts and the combining pass) and `summarize eval`: how many end by
+            `stop`, how many still loop, ROUGE beside the lead baseline
   readers   the dashboards, `summarize status`/`batches` and each Grafana panel's query,
             median milliseconds over 5,000,000 rows of `results` (--readers-rows), made by
             submitting 100,000 generated documents, draining them with the instant engine,
@@ -408,13 +412,19 @@ def _quality_pipeline(args, chosen: list[dict]) -> dict:
         found = json.loads(done.stdout)
         db = database.connect(Settings.from_env(env))
         with db.connect() as conn:
-            novel_rows = conn.execute(
-                sa.select(sa.func.count()).where(
-                    results.c.batch == "aclsum", results.c.novel_numbers > 0
-                )
-            ).scalar()
+            rows = conn.execute(
+                sa.select(
+                    results.c.novel_numbers,
+                    results.c.finish_reason,
+                    results.c.looped,
+                    results.c.parts,
+                ).where(results.c.batch == "aclsum")
+            ).all()
         db.dispose()
-        found["novel"] = novel_rows / found["documents"]
+        found["novel"] = sum(r.novel_numbers > 0 for r in rows) / len(rows)
+        found["stopped"] = sum(r.finish_reason == "stop" for r in rows)
+        found["still_looped"] = sum(bool(r.looped) for r in rows)
+        found["parts"] = sum(r.parts for r in rows) / len(rows)
         return found
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
@@ -424,6 +434,27 @@ def _quality_pipeline(args, chosen: list[dict]) -> dict:
             os.killpg(worker.pid, signal.SIGKILL)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def run_long(args) -> dict:
+    """Whole papers, many times the context, through the pipeline (parts and combining)."""
+    from aclsum import ACLSum
+
+    chosen = []
+    for doc in ACLSum("train").documents[: args.long_papers]:
+        paper = doc.get_fulltext_parse()
+        lines = [f"# {paper['title']}", "", paper.get("abstract") or ""]
+        section = None
+        for paragraph in paper["pdf_parse"]["body_text"]:
+            if paragraph.get("section") and paragraph["section"] != section:
+                section = paragraph["section"]
+                lines += ["", f"## {section}"]
+            lines += ["", paragraph["text"]]
+        reference = " ".join(doc.summaries[k] for k in ("challenge", "approach", "outcome"))
+        chosen.append({"name": f"{doc.id}.md", "text": "\n".join(lines), "reference": reference})
+    found = _quality_pipeline(args, chosen)
+    words = sum(len(p["text"].split()) for p in chosen) / len(chosen)
+    return {"mode": "long", "docs": len(chosen), "words": words, **found}
 
 
 # -- hf: a Hugging Face transformers loop ----------------------------------------------------
@@ -949,6 +980,7 @@ def main() -> None:
         default=None,
         help="readers: keep the data here (and reuse it on the next run)",
     )
+    parser.add_argument("--long-papers", type=int, default=20, help="long: how many papers")
     parser.add_argument("--_child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.max_tokens is None:
@@ -985,6 +1017,8 @@ def main() -> None:
             measured[mode] = run_readers(args)
         elif mode == "quality":
             measured[mode] = run_quality(args)
+        elif mode == "long":
+            measured[mode] = run_long(args)
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         report(measured[mode])
@@ -999,6 +1033,19 @@ def main() -> None:
 
 
 def report(result: dict) -> None:
+    if result["mode"] == "long":
+        print(
+            f"long      {result['docs']} whole aclsum papers as Markdown ({result['words']:,.0f} "
+            f"words, {result['parts']:.1f} parts each): {result['stopped']} ended by stop, "
+            f"{result['still_looped']} still loop"
+        )
+        s, lead = result["summaries"], result["lead"]
+        print(
+            f"  ROUGE-1/2/L {s['rouge1']:.3f} {s['rouge2']:.3f} {s['rougeL']:.3f}  lead "
+            f"{result['lead_words']} words {lead['rouge1']:.3f} {lead['rouge2']:.3f} "
+            f"{lead['rougeL']:.3f}"
+        )
+        return
     if result["mode"] == "quality":
         print(
             f"quality   {result['docs']} of {result['papers']} aclsum papers (those that fit one prompt)"
