@@ -220,7 +220,8 @@ def test_results_of_a_million_rows_stream_in_constant_memory(env, db, tmp_path):
             conn.execute(results.delete())
             conn.execute(
                 sa.text(
-                    "INSERT OR IGNORE INTO batches VALUES ('big', 'm', 'i', 1, 'p', '2026-01-01')"
+                    "INSERT OR IGNORE INTO batches (name, model, instruction, max_tokens, prompt_hash, "
+                    "created_at) VALUES ('big', 'm', 'i', 1, 'p', '2026-01-01')"
                 )
             )
             conn.execute(
