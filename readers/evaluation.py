@@ -129,7 +129,7 @@ def evaluate(db: sa.Engine, batch: str, lines: Iterable[str], text_of: TextOf) -
                 Problem(reference.line, f"{reference.name} has no summary ({row.status}{why})")
             )
             continue
-        text = _text(db, row, text_of, reference.line)
+        text = _text(row, text_of, reference.line)
         if isinstance(text, Problem):
             problems.append(text)
             continue
@@ -202,14 +202,18 @@ def _match(db: sa.Engine, batch: str, references: list[Reference]) -> tuple[list
         results.c.finish_reason,
         results.c.looped,
         *(results.c[name] for name in SIGNALS),
+        documents.c.body,  # NULL once dropped: then `text_of` reads the file
     ]
+    with_text = results.outerjoin(documents, documents.c.content_hash == results.c.content_hash)
     by_path = {}
     paths = list(wanted)
     with db.connect() as conn:
         for start in range(0, len(paths), LOOKUP_ROWS):
             chunk = paths[start : start + LOOKUP_ROWS]
-            query = sa.select(*columns).where(
-                results.c.batch == batch, results.c.source_path.in_(chunk)
+            query = (
+                sa.select(*columns)
+                .select_from(with_text)
+                .where(results.c.batch == batch, results.c.source_path.in_(chunk))
             )
             for row in conn.execute(query):
                 by_path[row.source_path] = row
@@ -222,7 +226,8 @@ def _match(db: sa.Engine, batch: str, references: list[Reference]) -> tuple[list
         names = {r.name for r in references if r.line not in found and "/" not in r.name}
         named: dict[str, list] = {}
         if names:
-            for row in conn.execute(sa.select(*columns).where(results.c.batch == batch)):
+            everyone = sa.select(*columns).select_from(with_text).where(results.c.batch == batch)
+            for row in conn.execute(everyone):
                 name = row.source_path.rsplit("/", 1)[-1]
                 if name in names:
                     named.setdefault(name, []).append(row)
@@ -257,16 +262,13 @@ def _match(db: sa.Engine, batch: str, references: list[Reference]) -> tuple[list
     return matched, problems
 
 
-def _text(db: sa.Engine, row, text_of: TextOf, line: int) -> str | Problem:
-    """The document's text as it was summarized: from the database, else from `text_of`."""
+def _text(row, text_of: TextOf, line: int) -> str | Problem:
+    """The document's text as it was summarized: from the database (read with the row), else
+    from `text_of`."""
     if row.content_hash is None:
         return Problem(line, f"{row.source_path} has no text")
-    with db.connect() as conn:
-        body = conn.execute(
-            sa.select(documents.c.body).where(documents.c.content_hash == row.content_hash)
-        ).scalar()
-    if body is not None:
-        return body
+    if row.body is not None:
+        return row.body
     text = text_of(row.source_path, row.content_hash)
     return Problem(line, f"{row.source_path}: {TEXT_GONE}") if text is None else text
 
