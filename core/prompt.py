@@ -37,10 +37,14 @@ def sampling(max_tokens: int, *, loop_breaking: bool = False, max_sentences: int
     return params
 
 
-def prompt_hash(instruction: str, max_tokens: int, max_sentences: int = 0) -> str:
+def prompt_hash(
+    instruction: str, max_tokens: int, max_sentences: int = 0, schema: str | None = None
+) -> str:
     """A short, stable name for the instruction and sampling settings, as stored in results."""
     identity = [PROMPT_FORMAT, instruction, max_tokens, max_sentences, TEMPERATURE]
     identity += [LOOP_BREAKING, NO_REPEAT_TOKENS]
+    if schema is not None:  # only then: the hashes of batches without one stay as they were
+        identity.append(schema)
     return hashlib.sha256(json.dumps(identity).encode("utf-8")).hexdigest()[:16]
 
 

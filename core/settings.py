@@ -21,6 +21,7 @@ DEFAULT_INSTRUCTION = (
     "Summarize the document below in two or three sentences. "
     "State its main facts plainly and add nothing that is not in it."
 )
+DEFAULT_SENTENCES = 3  # the default instruction's "two or three sentences", enforced
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 
 
@@ -136,8 +137,8 @@ class Settings:
     max_tokens: int | None = field(
         default=None, metadata={"env": "MAX_TOKENS", "parse": _whole(1, 8192)}
     )
-    max_sentences: int = field(
-        default=3, metadata={"env": "MAX_SENTENCES", "parse": _whole(0, 1000)}
+    max_sentences: int | None = field(
+        default=None, metadata={"env": "MAX_SENTENCES", "parse": _whole(0, 1000)}
     )  # a summary ends after this many sentences (worker/sentences.py); 0: no limit
     max_doc_bytes: int = field(
         default=1_000_000, metadata={"env": "MAX_DOC_BYTES", "parse": _whole(1, 1 << 30)}
@@ -195,7 +196,7 @@ class Settings:
                 raise SettingsError(
                     "SUMMARIZE_PROMPT and SUMMARIZE_PROMPT_FILE are both set: unset one of them."
                 )
-            values["instruction"] = _read_prompt_file(Path(prompt_file).expanduser())
+            values["instruction"] = read_prompt_file(Path(prompt_file).expanduser())
         data_dir = values.setdefault("data_dir", _default_data_dir(env))
         values.setdefault("database_url", _sqlite_url(Path(data_dir).resolve() / "summarize.db"))
         return cls(**values)
@@ -223,6 +224,15 @@ class Settings:
                 f"Profile {profile.name!r} cannot run: " + "; ".join(problems) + "."
             )
         return profile
+
+    def sentences_for(self, instruction: str) -> int:
+        """The sentence limit a summary under `instruction` gets (0: none). Unless
+        SUMMARIZE_MAX_SENTENCES says otherwise, the default instruction, which asks for two
+        or three sentences, gets DEFAULT_SENTENCES and any other instruction none: bullet
+        points or a JSON answer must not be cut after three full stops."""
+        if self.max_sentences is not None:
+            return self.max_sentences
+        return DEFAULT_SENTENCES if instruction == DEFAULT_INSTRUCTION else 0
 
     @property
     def summary_max_tokens(self) -> int:
@@ -259,20 +269,21 @@ def _sqlite_url(path: Path) -> str:
     return f"sqlite:///{escaped}"
 
 
-def _read_prompt_file(path: Path) -> str:
+def read_prompt_file(path: Path, source: str = "SUMMARIZE_PROMPT_FILE") -> str:
+    """The instruction in a UTF-8 text file; `source` names where the path came from."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SettingsError(
-            f"SUMMARIZE_PROMPT_FILE={str(path)!r} cannot be read ({exc.strerror}): "
+            f"{source}={str(path)!r} cannot be read ({exc.strerror}): "
             "point it at a UTF-8 text file holding the instruction."
         ) from None
     except UnicodeDecodeError:
         raise SettingsError(
-            f"SUMMARIZE_PROMPT_FILE={str(path)!r} is not UTF-8 text: save it as UTF-8."
+            f"{source}={str(path)!r} is not UTF-8 text: save it as UTF-8."
         ) from None
     if not text.strip():
-        raise SettingsError(f"SUMMARIZE_PROMPT_FILE={str(path)!r} is empty: write an instruction.")
+        raise SettingsError(f"{source}={str(path)!r} is empty: write an instruction.")
     return text.strip()
 
 

@@ -106,6 +106,25 @@ class Batch(Base):
     max_sentences: Mapped[int | None] = mapped_column(Integer, nullable=True)
     prompt_hash: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # what `submit --meta KEY=VALUE` attached, as a JSON object (migration 0008)
+    meta: Mapped[str | None] = mapped_column("metadata", Text, nullable=True)
+
+
+class Prompt(Base):
+    """What a prompt hash stands for: the worker summarizes each row with its row's prompt.
+
+    A batch's own prompt is one; records of an OpenAI Batch file may bring their own
+    instruction and length (migration 0008)."""
+
+    __tablename__ = "prompts"
+
+    prompt_hash: Mapped[str] = mapped_column(String(16), primary_key=True)
+    instruction: Mapped[str] = mapped_column(Text)
+    max_tokens: Mapped[int] = mapped_column(Integer)
+    max_sentences: Mapped[int | None] = mapped_column(Integer, nullable=True)  # NULL: no limit
+    # a JSON schema the summary is generated under (submit --schema); NULL: plain text
+    schema: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Result(Base):
@@ -175,6 +194,10 @@ class Result(Base):
     novel_numbers: Mapped[int | None] = mapped_column(Integer, nullable=True)
     compression: Mapped[float | None] = mapped_column(Float, nullable=True)
     looped: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # The document's own id (a record's id field, an OpenAI request's custom_id; a file's
+    # path) and a record's other fields as a JSON object (migration 0008)
+    doc_id: Mapped[str | None] = mapped_column(Text, nullable=True)
+    meta: Mapped[str | None] = mapped_column("metadata", Text, nullable=True)
 
 
 def _count(kind=Integer) -> Mapped[int]:
@@ -267,6 +290,7 @@ class QualityRollup(Base):
 
 documents = Document.__table__
 batches = Batch.__table__
+prompts = Prompt.__table__
 results = Result.__table__
 # Pending as a literal test, not bound parameters: SQLite then uses the partial index of
 # pending rows, and an UPDATE so filtered runs its per-row triggers about five times faster

@@ -13,9 +13,11 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from jobs import formats
 from jobs.markup import MARKDOWN_SUFFIXES, is_markdown, plain
 
-SUFFIXES = (".txt", *MARKDOWN_SUFFIXES)
+RECORD_SUFFIXES = (".jsonl", ".csv")  # each record a document (jobs/records.py)
+SUFFIXES = (".txt", *MARKDOWN_SUFFIXES, *formats.SUFFIXES, *RECORD_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,17 @@ class Found:
 
 @dataclass(frozen=True)
 class Text:
-    """A document read successfully."""
+    """A document read successfully. A record (jobs/records.py) also has its id, its other
+    fields, and, from an OpenAI Batch request, its own instruction and summary length."""
 
     path: str
     body: str
     content_hash: str
     size_bytes: int
+    doc_id: str | None = None  # None: the path
+    metadata: str | None = None  # a JSON object
+    instruction: str | None = None  # None: the batch's
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Unreadable:
 
     path: str
     reason: str
+    doc_id: str | None = None  # a record's id, when it had one
 
 
 OUTSIDE = (
@@ -133,6 +141,11 @@ def _is_document(path: str) -> bool:
     return path.lower().endswith(SUFFIXES)
 
 
+def holds_records(path: str) -> bool:
+    """A JSON lines or CSV file: each of its records is a document."""
+    return path.lower().endswith(RECORD_SUFFIXES)
+
+
 def _classify(path: str, target: str) -> Found:
     if _is_document(path):
         return Found(path, "document", target=target if target != path else None)
@@ -179,8 +192,25 @@ def shown(path: str) -> str:
     return path
 
 
+def open_file(path: str, target: str | None = None) -> int | Unreadable:
+    """A descriptor of the file (`target`, for a link), opened without following a symlink
+    and without waiting (a FIFO never blocks); the caller checks it is a regular file."""
+    try:
+        return os.open(target or path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Unreadable(path, "a symlink where a file was expected: not followed")
+        return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
+
+
+def not_regular(mode: int) -> str | None:
+    """Why a file of this mode is not read, or None for a regular file."""
+    return None if stat.S_ISREG(mode) else f"not a regular file ({_kind(mode)}): not read"
+
+
 def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreadable:
-    """Read one file as UTF-8 text, or say plainly why it cannot be summarized.
+    """Read one file's text (UTF-8 text, Markdown, a web page, a PDF or a Word file), or say
+    plainly why it cannot be summarized.
 
     The file (`target`, for a link) is opened without following a symlink and without
     waiting, and must be a regular file: a FIFO or a device is refused, never read."""
@@ -188,31 +218,30 @@ def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreada
         return Unreadable(
             shown(path), "file name is not UTF-8 (odd bytes shown as \\x..): rename the file"
         )
-    try:
-        fd = os.open(target or path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Unreadable(path, "a symlink where a file was expected: not followed")
-        return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
+    fd = open_file(path, target)
+    if isinstance(fd, Unreadable):
+        return fd
+    kind = formats.kind(path)
+    limit = max_bytes * (formats.CONTAINER_FACTOR if kind in ("pdf", "word") else 1)
     try:
         with open(fd, "rb", closefd=True) as handle:
             info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                return Unreadable(path, f"not a regular file ({_kind(info.st_mode)}): not read")
+            if not_regular(info.st_mode):
+                return Unreadable(path, not_regular(info.st_mode))
             size = info.st_size
-            if size > max_bytes:
-                return Unreadable(
-                    path,
-                    f"larger than SUMMARIZE_MAX_DOC_BYTES ({size:,} bytes > {max_bytes:,}): "
-                    "split it or raise the limit",
-                )
-            raw = handle.read(max_bytes + 1)
+            if size > limit:
+                return Unreadable(path, _too_large(size, limit, kind))
+            raw = handle.read(limit + 1)
     except OSError as exc:
         return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
-    if len(raw) > max_bytes:
-        return Unreadable(
-            path, f"larger than SUMMARIZE_MAX_DOC_BYTES (over {max_bytes:,} bytes): split it"
-        )
+    if len(raw) > limit:
+        return Unreadable(path, _too_large(None, limit, kind))
+    if kind is not None:  # a page, PDF or Word file: its text (jobs/formats.py)
+        try:
+            body = formats.text_of(kind, raw)
+        except formats.NoText as exc:
+            return Unreadable(path, str(exc))
+        return _text(path, body.replace("\r\n", "\n").replace("\x00", ""), max_bytes)
     if b"\x00" in raw:
         return Unreadable(path, "binary file (it contains NUL bytes): only text is summarized")
     try:
@@ -226,7 +255,27 @@ def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreada
     body = body.replace("\r\n", "\n")
     if is_markdown(path):  # summarized from its text, not its markup (jobs/markup.py)
         body = plain(body)
+    return _text(path, body, max_bytes)
+
+
+def _text(path: str, body: str, max_bytes: int) -> Text | Unreadable:
     if not body.strip():
         return Unreadable(path, "empty file: nothing to summarize")
     encoded = body.encode("utf-8")
+    if len(encoded) > max_bytes:  # text taken out of a PDF or Word file
+        return Unreadable(path, _too_large(len(encoded), max_bytes, "text"))
     return Text(path, body, hashlib.sha256(encoded).hexdigest(), len(encoded))
+
+
+def _too_large(size: int | None, limit: int, kind: str | None) -> str:
+    what = f"{size:,} bytes > {limit:,}" if size is not None else f"over {limit:,} bytes"
+    if kind in ("pdf", "word"):
+        return (
+            f"larger than {formats.CONTAINER_FACTOR} x SUMMARIZE_MAX_DOC_BYTES ({what}): "
+            "split it or raise the limit"
+        )
+    if kind == "text":
+        return (
+            f"its text is larger than SUMMARIZE_MAX_DOC_BYTES ({what}): split it or raise the limit"
+        )
+    return f"larger than SUMMARIZE_MAX_DOC_BYTES ({what}): split it or raise the limit"

@@ -14,7 +14,7 @@ from typing import TextIO
 
 import sqlalchemy as sa
 
-from core.tables import batches, results
+from core.tables import batches, prompts, results
 
 PAGE_ROWS = 1000
 EXPORTED = [c.name for c in results.columns]
@@ -28,23 +28,42 @@ def exists(db: sa.Engine, batch: str) -> bool:
         )
 
 
-def rows(db: sa.Engine, batch: str | None = None, status: str | None = None) -> Iterator[dict]:
-    """Every matching row of `results`, in id order, fetched a page at a time."""
+def rows(
+    db: sa.Engine, batch: str | None = None, status: str | tuple[str, ...] | None = None
+) -> Iterator[dict]:
+    """Every matching row of `results` (of one status, or of any of several), in id order,
+    fetched a page at a time."""
     query = sa.select(results).order_by(results.c.id)
     if batch is not None:
         query = query.where(results.c.batch == batch)
-    if status is not None:
+    if isinstance(status, str):
         query = query.where(results.c.status == status)
+    elif status is not None:
+        query = query.where(results.c.status.in_(status))
     with db.connect() as conn:
         streamed = conn.execution_options(stream_results=True, yield_per=PAGE_ROWS)
         for row in streamed.execute(query):
             yield dict(row._mapping)
 
 
-def write(rows_: Iterator[dict], out: TextIO, fmt: str) -> int:
-    """Write rows as JSON lines or CSV (with a header); returns how many."""
+def structured(db: sa.Engine) -> frozenset[str]:
+    """The prompt hashes whose summaries are JSON of a schema (submit --schema)."""
+    with db.connect() as conn:
+        query = sa.select(prompts.c.prompt_hash).where(prompts.c.schema.is_not(None))
+        return frozenset(conn.execute(query).scalars())
+
+
+def write(rows_: Iterator[dict], out: TextIO, fmt: str, json_prompts=frozenset()) -> int:
+    """Write rows as JSON lines, CSV (with a header) or OpenAI Batch output lines; returns
+    how many. In JSON lines a row's `metadata` is an object, and so is its summary when its
+    prompt had a schema (`json_prompts`) and it parses; in CSV both are JSON text."""
     count = 0
-    if fmt == "csv":
+    if fmt == "openai":
+        for row in rows_:
+            out.write(json.dumps(openai_line(row), ensure_ascii=False))
+            out.write("\n")
+            count += 1
+    elif fmt == "csv":
         writer = csv.DictWriter(out, fieldnames=EXPORTED, lineterminator="\n")
         writer.writeheader()
         for row in rows_:
@@ -52,10 +71,75 @@ def write(rows_: Iterator[dict], out: TextIO, fmt: str) -> int:
             count += 1
     else:
         for row in rows_:
-            out.write(json.dumps({k: _plain(v) for k, v in row.items()}, ensure_ascii=False))
+            row = {k: _plain(v) for k, v in row.items()} | {"metadata": _object(row["metadata"])}
+            if row["prompt_hash"] in json_prompts:
+                row["summary"] = _parsed(row["summary"])
+            out.write(json.dumps(row, ensure_ascii=False))
             out.write("\n")
             count += 1
     return count
+
+
+# What each kind of row is in an OpenAI Batch file (https://platform.openai.com/docs/guides/batch):
+# a failure is the HTTP response the request would have had, a cancelled row a batch-level error.
+UNREAD = (400, "invalid_request_error")  # failed before it was read: the input was the problem
+FAILED = (500, "server_error")  # failed in the worker
+CANCELLED_ERROR = "batch_cancelled"
+
+
+def openai_line(row: dict) -> dict:
+    """One row as a line of an OpenAI Batch output file (succeeded) or error file (failed,
+    cancelled): `id`, `custom_id` (the row's doc_id), `response` and `error`."""
+    line = {"id": f"batch_req_{row['id']}", "custom_id": row["doc_id"] or row["source_path"]}
+    request_id = f"summarize-{row['id']}"
+    if row["status"] == "cancelled":
+        error = {"code": CANCELLED_ERROR, "message": row["error"] or "cancelled"}
+        return line | {"response": None, "error": error}
+    if row["status"] != "succeeded":
+        status_code, kind = UNREAD if row["content_hash"] is None else FAILED
+        error = {
+            "message": row["error"] or row["status"],
+            "type": kind,
+            "param": None,
+            "code": None,
+        }
+        response = {"status_code": status_code, "request_id": request_id, "body": {"error": error}}
+        return line | {"response": response, "error": None}
+    prompt, completion = row["prompt_tokens"] or 0, row["completion_tokens"] or 0
+    finished = row["finished_at"] or row["created_at"]
+    body = {
+        "id": f"chatcmpl-{(row['result_key'] or '')[:24]}{row['id']}",
+        "object": "chat.completion",
+        "created": int(finished.timestamp()),
+        "model": row["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": row["summary"]},
+                "logprobs": None,
+                "finish_reason": row["finish_reason"] or "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+    response = {"status_code": 200, "request_id": request_id, "body": body}
+    return line | {"response": response, "error": None}
+
+
+def _parsed(summary: str | None):
+    """A summary generated under a schema, as the JSON it is (as text if it was cut short)."""
+    try:
+        return json.loads(summary) if summary else summary
+    except ValueError:
+        return summary
+
+
+def _object(metadata: str | None):
+    return json.loads(metadata) if metadata else None
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

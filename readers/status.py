@@ -8,6 +8,7 @@ Tokens and speed count only documents the batch generated itself.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -38,14 +39,34 @@ class BatchStatus:
     p50_document_s: float | None
     p95_document_s: float | None
     quality: dict[str, float | int | None]  # the batch_quality view's figures (0006)
+    settings: dict[str, object]  # instruction, max_tokens, max_sentences, prompt_hash
+    metadata: dict[str, str] | None  # submit --meta
 
     @property
     def pending(self) -> int:
         return self.by_status.get("queued", 0) + self.by_status.get("running", 0)
 
+    @property
+    def completed_at(self) -> datetime | None:
+        """When the batch's last document finished, once none waits."""
+        return None if self.pending else self.last_finished_at
+
+    @property
+    def request_counts(self) -> dict[str, int]:
+        """As the hosted batch APIs count a batch's requests."""
+        return {
+            "total": self.documents,
+            "completed": self.by_status["succeeded"],
+            "failed": self.by_status["failed"],
+            "cancelled": self.by_status["cancelled"],
+        }
+
     def as_json(self) -> dict:
-        data = asdict(self)
-        for key in ("created_at", "first_started_at", "last_finished_at"):
+        data = asdict(self) | {
+            "completed_at": self.completed_at,
+            "request_counts": self.request_counts,
+        }
+        for key in ("created_at", "first_started_at", "last_finished_at", "completed_at"):
             data[key] = data[key].isoformat() if data[key] else None
         return data
 
@@ -58,11 +79,16 @@ class BatchStatus:
             figures[name] = as_utc(figures[name])
         quality = {name: getattr(row, f"q_{name}") for name in QUALITY}
         return cls(
-            **figures, by_status={s: int(getattr(row, s)) for s in STATUSES}, quality=quality
+            **figures,
+            by_status={s: int(getattr(row, s)) for s in STATUSES},
+            quality=quality,
+            settings={name: getattr(row, f"s_{name}") for name in SETTINGS},
+            metadata=json.loads(row.s_metadata) if row.s_metadata else None,
         )
 
 
 QUALITY = [c.name for c in batch_quality.columns if c.name != "batch"]
+SETTINGS = ("instruction", "max_tokens", "max_sentences", "prompt_hash")
 
 
 def batch_status(db: sa.Engine, names: list[str]) -> list[BatchStatus]:
@@ -70,8 +96,13 @@ def batch_status(db: sa.Engine, names: list[str]) -> list[BatchStatus]:
     if not names:
         return []
     query = (
-        sa.select(batch_stats, *(batch_quality.c[n].label(f"q_{n}") for n in QUALITY))
+        sa.select(
+            batch_stats,
+            *(batch_quality.c[n].label(f"q_{n}") for n in QUALITY),
+            *(batches.c[n].label(f"s_{n}") for n in (*SETTINGS, "metadata")),
+        )
         .join(batch_quality, batch_quality.c.batch == batch_stats.c.batch)
+        .join(batches, batches.c.name == batch_stats.c.batch)
         .where(batch_stats.c.batch.in_(names))
     )
     with db.connect() as conn:
@@ -113,7 +144,15 @@ _COLUMNS = {
     "docs/s": ("docs/s", ">7", lambda s: f"{s.documents_per_s:.2f}" if s.documents_per_s else "-"),
     "looped": ("looped", ">7", lambda s: f"{s.quality['looped']:,}"),
     "cut": ("cut", ">7", lambda s: f"{s.quality['truncated']:,}"),
+    "meta": ("meta", "<30", lambda s: _pairs(s.metadata)),
 }
+
+
+def _pairs(metadata: dict | None, width: int = 30) -> str:
+    text = printable(" ".join(f"{k}={v}" for k, v in (metadata or {}).items()))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 STATUS_TABLE = (
     "batch",
     "docs",
@@ -127,7 +166,7 @@ STATUS_TABLE = (
     "looped",
     "cut",
 )
-BATCHES_TABLE = ("batch", "created", "docs", "pending", "succeeded", "failed", "cancelled")
+BATCHES_TABLE = ("batch", "created", "docs", "pending", "succeeded", "failed", "cancelled", "meta")
 
 
 def table(found: list[BatchStatus], columns: tuple[str, ...]) -> str:

@@ -126,7 +126,9 @@ def run_raw(args) -> dict:
         raise SystemExit(
             "raw mode needs documents that fit the context: raise SUMMARIZE_MAX_MODEL_LEN"
         )
-    params = SamplingParams(**sampling(args.max_tokens, max_sentences=settings.max_sentences))
+    params = SamplingParams(
+        **sampling(args.max_tokens, max_sentences=settings.sentences_for(settings.instruction))
+    )
     warm = [engine.prompt_ids(settings.instruction, d) for d in documents(SAMPLES, None)]
     engine.llm.generate([TokensPrompt(prompt_token_ids=p) for p in warm], params, use_tqdm=False)
     started = time.perf_counter()
@@ -141,7 +143,9 @@ def run_raw(args) -> dict:
             [TokensPrompt(prompt_token_ids=p) for p in looped],
             SamplingParams(
                 **sampling(
-                    args.max_tokens, loop_breaking=True, max_sentences=settings.max_sentences
+                    args.max_tokens,
+                    loop_breaking=True,
+                    max_sentences=settings.sentences_for(settings.instruction),
                 )
             ),
             use_tqdm=False,

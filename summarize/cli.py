@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -70,6 +71,55 @@ def main() -> None:
     is_flag=True,
     help="Follow symlinks that lead outside the folders given (by default they are refused).",
 )
+@click.option(
+    "--text-field",
+    default="text",
+    show_default=True,
+    metavar="NAME",
+    help="In .jsonl and .csv files: the field holding each record's text.",
+)
+@click.option(
+    "--id-field",
+    default="id",
+    show_default=True,
+    metavar="NAME",
+    help="In .jsonl and .csv files: the field holding each record's id (results.doc_id).",
+)
+@click.option(
+    "--prompt", metavar="TEXT", help="This batch's instruction (default: SUMMARIZE_PROMPT)."
+)
+@click.option(
+    "--prompt-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="This batch's instruction, from a UTF-8 text file.",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(1, 8192),
+    metavar="N",
+    help="This batch's summary length in tokens (default: the profile's, or SUMMARIZE_MAX_TOKENS).",
+)
+@click.option(
+    "--max-sentences",
+    type=click.IntRange(0, 1000),
+    metavar="N",
+    help="End each summary after N sentences; 0: no limit (default: 3 with the default "
+    "instruction, none with your own).",
+)
+@click.option(
+    "--schema",
+    "schema_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.json",
+    help="Summaries are JSON valid under this JSON schema (vLLM's structured outputs).",
+)
+@click.option(
+    "--meta",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Attach KEY=VALUE to the batch (repeatable); `batches` and the dashboard show it.",
+)
 @click.pass_context
 def submit(
     ctx,
@@ -78,23 +128,61 @@ def submit(
     wait: bool,
     timeout,
     follow_links: bool,
+    text_field: str,
+    id_field: str,
+    prompt: str | None,
+    prompt_file: Path | None,
+    max_tokens: int | None,
+    max_sentences: int | None,
+    meta: tuple[str, ...],
+    schema_file: Path | None,
 ) -> None:
-    """Queue the .txt and .md files under PATHS for summarizing.
+    """Queue the documents under PATHS for summarizing.
 
-    Folders are walked recursively. A document summarized before with the same
-    model and prompt is answered from that summary instead of being queued
-    again. With --wait, the exit status tells cron how it went: 0 every document
-    succeeded, 3 some failed, 4 the timeout passed, 5 Redis or the database was
-    unreachable.
+    Folders are walked recursively for .txt, .md, .html, .pdf and .docx files
+    (each a document) and .jsonl and .csv files (each record a document; an
+    OpenAI Batch input file is recognised by its custom_id lines). A document
+    summarized before with the same model and prompt is answered from that
+    summary instead of being queued again. With --wait, the exit status tells
+    cron how it went: 0 every document succeeded, 3 some failed, 4 the timeout
+    passed, 5 Redis or the database was unreachable.
 
     \b
     Example:
       summarize submit corpus/ --batch nightly-2026-11-29 --wait
+      summarize submit tickets.csv --text-field body --id-field ticket
+      summarize submit requests.jsonl --batch from-openai      # OpenAI Batch input
+      summarize submit papers/ --prompt "List the key points as bullets." \\
+          --max-tokens 200 --meta team=research --meta source=arxiv
+      summarize submit papers/ --prompt-file prompts/abstract.txt --max-sentences 2
+      summarize submit papers/ --schema samples/schemas/paper.json --max-tokens 256
     """
     from core import broker, database
+    from core.settings import read_prompt_file
+    from jobs import records
     from jobs import submit as submitting
 
-    settings = Settings.for_command(ctx)
+    if prompt is not None and prompt_file is not None:
+        raise click.UsageError("--prompt and --prompt-file both given: use one of them.")
+    if prompt is not None and not prompt.strip():
+        raise click.BadParameter("is empty: write an instruction.", param_hint="--prompt")
+    if prompt_file is not None:
+        prompt = read_prompt_file(prompt_file, "--prompt-file")
+    settings = Settings.for_command(ctx).with_changes(
+        instruction=prompt.strip() if prompt else None,
+        max_tokens=max_tokens,
+        max_sentences=max_sentences,
+    )
+    try:
+        _ = settings.profile  # a length the profile cannot hold is refused here, with the fix
+    except errors.SettingsError as exc:
+        if max_tokens is None:
+            raise
+        raise errors.SettingsError(
+            str(exc).replace("SUMMARIZE_MAX_TOKENS", "--max-tokens")
+        ) from None
+    fields = records.Fields(text=text_field, id=id_field)
+    schema = submitting.read_schema(schema_file) if schema_file is not None else None
     name = batch_name or submitting.default_batch_name(paths)
     db = database.ready(settings)
     with broker.session(settings) as client:
@@ -103,7 +191,16 @@ def submit(
             length=total, label=f"Submitting {name}", file=sys.stderr, show_pos=True, show_eta=False
         ) as bar:
             report = submitting.submit(
-                settings, db, client, paths, name, lambda: bar.update(1), follow_links
+                settings,
+                db,
+                client,
+                paths,
+                name,
+                lambda: bar.update(1),
+                follow_links,
+                fields=fields,
+                meta=_pairs(meta),
+                schema=schema,
             )
         _print_report(report, settings)
         if report.nothing_usable:
@@ -118,6 +215,17 @@ def submit(
                 ctx.exit(errors.EXIT_DEADLINE)
             if not final.all_succeeded:
                 ctx.exit(errors.EXIT_DOCUMENTS_FAILED)
+
+
+def _pairs(given: tuple[str, ...]) -> dict[str, str]:
+    """--meta KEY=VALUE options as a dict; a later KEY wins."""
+    pairs = {}
+    for pair in given:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--meta")
+        pairs[key.strip()] = value
+    return pairs
 
 
 def _wait(settings: Settings, db, client, name: str, timeout, expected: int):
@@ -151,7 +259,7 @@ def _print_report(report, settings: Settings) -> None:
         f"  queued               {report.submitted:>8,}",
         f"  deduplicated         {report.deduplicated:>8,}  (summarized or queued before, same model and prompt)",
         f"  already in batch     {report.already_in_batch:>8,}",
-        f"  skipped              {report.skipped:>8,}  (not text or Markdown)",
+        f"  skipped              {report.skipped:>8,}  (not a kind summarize reads)",
         f"  failed to read       {report.unreadable:>8,}",
     ]
     if report.problems:

@@ -33,25 +33,42 @@ def _known(db, batch: str) -> None:
 @click.option("--batch", metavar="NAME", help="Only this batch.")
 @click.option("--status", type=click.Choice(STATUSES), help="Only rows with this status.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "csv", "openai"]),
+    default="jsonl",
+    show_default=True,
+    help="openai: OpenAI Batch output lines (succeeded rows; with --errors-only, the error file).",
 )
+@click.option("--errors-only", is_flag=True, help="Only failed and cancelled rows.")
 @click.pass_context
-def results(ctx, batch: str | None, status: str | None, fmt: str) -> None:
+def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: bool) -> None:
     """Stream rows of the results table to standard output, one per line (or CSV).
 
     Rows stream in pages from the database, so a million rows need no more
-    memory than ten. Every column of `results` is written.
+    memory than ten. jsonl and csv write every column of `results`. openai
+    writes what the OpenAI Batch API's output file holds (one line per
+    succeeded row: id, custom_id, response with status_code and a
+    chat.completion body); with --errors-only, what its error file holds.
 
     \b
     Example:
       summarize results --batch nightly-2026-11-29 --status failed --format csv > failed.csv
+      summarize results --batch from-openai --format openai > output.jsonl
+      summarize results --batch from-openai --format openai --errors-only > errors.jsonl
     """
     from readers import export
 
+    if status is not None and errors_only:
+        raise click.UsageError("--status and --errors-only both given: use one of them.")
     _, db = _database(ctx)
     if batch is not None:
         _known(db, batch)
-    export.write(export.rows(db, batch, status), sys.stdout, fmt)
+    if errors_only:
+        status = ("failed", "cancelled")
+    elif fmt == "openai" and status is None:
+        status = "succeeded"
+    export.write(export.rows(db, batch, status), sys.stdout, fmt, export.structured(db))
 
 
 @click.command("batches")

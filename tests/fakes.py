@@ -36,6 +36,8 @@ class FakeEngine:
         self.added: list[str] = []
         self.loop_breaking: list[str] = []  # requests asked with the settings that break loops
         self.max_sentences: dict[str, int | None] = {}  # each request's limit of sentences
+        self.asked: list[tuple[str, int]] = []  # each request's prompt (as words) and length
+        self.schemas: dict[str, str | None] = {}  # each request's JSON schema
         self.peak_unfinished = 0
         self.steps = 0
         self.closed = False
@@ -62,10 +64,13 @@ class FakeEngine:
         max_tokens: int,
         loop_breaking: bool = False,
         max_sentences: int | None = None,
+        schema: str | None = None,
     ) -> None:
         if loop_breaking:
             self.loop_breaking.append(request_id)
         self.max_sentences[request_id] = max_sentences
+        self.asked.append((self.text_of(prompt_ids), max_tokens))
+        self.schemas[request_id] = schema
         if self.refuse_on and self.refuse_on in self.text_of(prompt_ids).split():
             raise ValueError("the engine refused this prompt")
         if len(prompt_ids) + max_tokens > self.max_model_len:

@@ -18,6 +18,18 @@ from core.tables import results
 from tests.conftest import POSTGRES_URL, lee
 
 SUMMARIZE = [sys.executable, "-m", "summarize.cli"]
+
+
+def embedded_env(tmp_path: Path, redis_url: str, queue: str, model: str | Path) -> dict[str, str]:
+    """The settings of a test's CLI and worker: SQLite in tmp_path, the test's Redis queue."""
+    return {
+        "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
+        "SUMMARIZE_BROKER_URL": redis_url,
+        "SUMMARIZE_QUEUE": queue,
+        "SUMMARIZE_MODEL": str(model),
+    }
+
+
 DEFAULT_TEST_MODEL = Path.home() / ".cache" / "summarize-tests" / "models" / "SmolLM2-135M-Instruct"
 
 

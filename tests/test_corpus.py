@@ -15,7 +15,7 @@ def test_folders_are_walked_recursively_in_a_stable_order(tmp_path):
     write(tmp_path, "b.txt", "b")
     write(tmp_path, "a/z.md", "z")
     write(tmp_path, "a/y.TXT", "y")
-    write(tmp_path, "c.pdf", "c")
+    write(tmp_path, "c.png", "c")
 
     found = [(os.path.relpath(f.path, tmp_path), f.kind) for f in corpus.walk([tmp_path])]
 
@@ -23,7 +23,7 @@ def test_folders_are_walked_recursively_in_a_stable_order(tmp_path):
         ("a/y.TXT", "document"),
         ("a/z.md", "document"),
         ("b.txt", "document"),
-        ("c.pdf", "skipped"),
+        ("c.png", "skipped"),
     ]
 
 

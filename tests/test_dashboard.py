@@ -27,6 +27,7 @@ from readers.dashboard.queries import open_readonly
 from readers.views import batch_stats
 from summarize.cli import main
 from tests.batches import durations, submit, summarize_queued
+from tests.conftest import write
 from tests.stack import SUMMARIZE
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -96,11 +97,17 @@ def test_the_overview_is_active_while_a_batch_has_documents_queued(
 
 
 def test_a_batch_opens_on_its_slowest_documents_with_summaries_and_its_failures(
-    client, week, tmp_path
+    client, settings, week, tmp_path
 ):
     detail = client.get("/api/batches/tuesday").json()
 
     assert detail["batch"]["batch"] == "tuesday"
+    assert detail["settings"] == {
+        "instruction": settings.instruction,
+        "max_tokens": settings.summary_max_tokens,
+        "max_sentences": 3,
+    }
+    assert detail["metadata"] == {}
     slowest = detail["slowest"]
     assert [d["seconds"] for d in slowest] == pytest.approx(durations(week, "tuesday")[:10])
     assert all(re.fullmatch(r"summary of \d+ tokens", d["summary"]) for d in slowest)
@@ -112,6 +119,26 @@ def test_a_batch_opens_on_its_slowest_documents_with_summaries_and_its_failures(
     assert failed[str(folder / "poison.txt")]["error"] == (
         "ValueError: the engine refused this prompt (after 3 attempts)"
     )
+
+
+def test_a_batch_shows_its_own_instruction_length_and_metadata(client, env, tmp_path):
+    write(tmp_path / "in", "a.txt", "Alpha.")
+    CliRunner().invoke(
+        main,
+        ["submit", str(tmp_path / "in"), "--batch", "tagged", "--prompt", "Bullets, please.",
+         "--max-tokens", "64", "--meta", "team=ops", "--meta", "night=3"],
+        env=env,
+        catch_exceptions=False,
+    )  # fmt: skip
+
+    detail = client.get("/api/batches/tagged").json()
+
+    assert detail["settings"] == {
+        "instruction": "Bullets, please.",
+        "max_tokens": 64,
+        "max_sentences": None,
+    }
+    assert detail["metadata"] == {"night": "3", "team": "ops"}
 
 
 def test_a_batch_lists_its_flagged_summaries_newest_first_with_its_quality(

@@ -249,7 +249,9 @@ def test_a_document_longer_than_the_context_is_summarized_in_parts(
     assert long.completion_tokens == 4 * (long.parts + 1)
     assert rows(db)["short.txt"].parts == 1
     # every request, parts and combining pass alike, ends after the batch's sentences
-    assert set(engine.max_sentences.values()) == {settings.max_sentences} == {3}
+    assert (
+        set(engine.max_sentences.values()) == {settings.sentences_for(settings.instruction)} == {3}
+    )
 
 
 def test_a_batch_submitted_without_a_sentence_limit_asks_for_none(

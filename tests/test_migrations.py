@@ -41,6 +41,8 @@ RESULTS_COLUMNS = [
     "novel_numbers",
     "compression",
     "looped",
+    "doc_id",
+    "metadata",
 ]
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -16,7 +16,7 @@ from core.quality import loops, sentences
 from core.settings import Settings
 from core.tables import results
 from tests.conftest import POSTGRES_URL, _reset_postgres, lee
-from tests.stack import Worker, cli, copy_lee
+from tests.stack import Worker, cli, copy_lee, embedded_env
 
 pytestmark = pytest.mark.engine
 # An instruction of more than 128 tokens, so that the CPU build's prefix cache can hold it.
@@ -147,7 +147,7 @@ def test_the_samples_are_summarized_with_nothing_but_the_defaults(tmp_path, mode
         rows = conn.execute(sa.select(results)).all()
     database.dispose()
     assert sorted(Path(r.source_path).name for r in rows) == sorted(
-        p.name for p in samples.iterdir()
+        p.name for p in samples.iterdir() if p.is_file()
     )
     assert {r.status for r in rows} == {"succeeded"}
     assert all(r.summary and r.prompt_tokens > 100 and r.completion_tokens > 0 for r in rows)
@@ -254,3 +254,102 @@ def test_summaries_end_after_the_batchs_limit_of_sentences(tmp_path, redis_url, 
     assert all(len(sentences(r.summary)) == 1 for r in one), [r.summary for r in one]
     assert max(len(sentences(r.summary)) for r in free) >= 3, [r.summary for r in free]
     assert sum(r.completion_tokens for r in one) < sum(r.completion_tokens for r in free)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.replace('"', "").split())
+
+
+def test_every_kind_of_input_is_summarized_by_the_real_model_each_batch_with_its_prompt(
+    tmp_path, redis_url, queue_name, model
+):
+    """A web page, a PDF with a text layer and a scan without one, a Word file, JSON lines and
+    CSV records with a bad line among them, and an OpenAI Batch file, through the real worker;
+    and a second batch with a prompt of its own in flight beside the first."""
+    from tests.test_batch_inputs import openai_request
+    from tests.test_formats import PAGE, docx_bytes, pdf_bytes
+
+    articles = [a.read_text() for a in sorted(lee().glob("*.txt"))[:6]]
+    corpus = tmp_path / "inputs"
+    corpus.mkdir()
+    (corpus / "bridge.html").write_text(PAGE)
+    (corpus / "report.pdf").write_bytes(pdf_bytes([articles[0]], "Report"))
+    (corpus / "scan.pdf").write_bytes(pdf_bytes([""]))
+    (corpus / "q3.docx").write_bytes(docx_bytes())
+    (corpus / "news.jsonl").write_text(
+        json.dumps({"id": "n1", "text": articles[1], "desk": "world"}) + "\n{oops\n"
+    )
+    (corpus / "tickets.csv").write_text(
+        "id,text\n" + "".join(f'{i},"{one_line(a)}"\n' for i, a in enumerate(articles[2:4]))
+    )
+    (corpus / "requests.jsonl").write_text(
+        openai_request("req-1", articles[4], "Answer in one short sentence.", max_tokens=40)
+        + openai_request("req-2", articles[5])
+    )
+    env = embedded_env(tmp_path, redis_url, queue_name, model)
+    assert cli(env, "submit", str(corpus), "--batch", "kinds").returncode == 0
+    bullets = cli(env, "submit", str(corpus / "tickets.csv"), "--batch", "bullets",
+                  "--prompt", "List the two main facts as bullet points.", "--max-tokens", "60")  # fmt: skip
+    assert bullets.returncode == 0, bullets.stderr
+    news = copy_lee(tmp_path / "news", 10, 3)
+    schema_file = Path(__file__).resolve().parents[1] / "samples" / "schemas" / "key-points.json"
+    structured = cli(env, "submit", str(news), "--batch", "json", "--schema", str(schema_file),
+                     "--max-tokens", "400")  # fmt: skip
+    assert structured.returncode == 0, structured.stderr
+    with Worker(env, tmp_path / "worker.log", "--burst") as worker:
+        assert worker.wait(WORKER_TIMEOUT_S) == 0, worker.tail()
+
+    database = sa.create_engine(f"sqlite:///{tmp_path / 'data' / 'summarize.db'}")
+    with database.connect() as conn:
+        rows = conn.execute(sa.select(results).order_by(results.c.id)).all()
+    database.dispose()
+    kinds = {r.source_path.rsplit("/", 1)[-1]: r for r in rows if r.batch == "kinds"}
+    assert {name: r.status for name, r in kinds.items()} == {
+        "bridge.html": "succeeded",
+        "news.jsonl:1": "succeeded",
+        "news.jsonl:2": "failed",
+        "q3.docx": "succeeded",
+        "report.pdf": "succeeded",
+        "requests.jsonl:1": "succeeded",
+        "requests.jsonl:2": "succeeded",
+        "scan.pdf": "failed",
+        "tickets.csv:2": "succeeded",
+        "tickets.csv:3": "succeeded",
+    }
+    assert kinds["scan.pdf"].error.startswith("the PDF has no text layer")
+    assert (kinds["news.jsonl:1"].doc_id, kinds["news.jsonl:1"].metadata) == (
+        "n1",
+        '{"desk":"world"}',
+    )
+    for row in kinds.values():
+        if row.status == "succeeded":
+            assert row.summary.strip() and row.prompt_tokens > 30, row
+    # The request with its own instruction and length got them: a prompt of its own (shorter
+    # than the default instruction's) and a summary of at most 40 tokens.
+    assert kinds["requests.jsonl:1"].prompt_hash != kinds["requests.jsonl:2"].prompt_hash
+    assert kinds["requests.jsonl:1"].completion_tokens <= 40
+    # The other batch's documents were summarized under its own instruction: other summaries.
+    listed = [r for r in rows if r.batch == "bullets"]
+    assert [r.status for r in listed] == ["succeeded", "succeeded"]
+    assert {r.summary for r in listed}.isdisjoint(
+        {kinds["tickets.csv:2"].summary, kinds["tickets.csv:3"].summary}
+    )
+
+    out = cli(env, "results", "--batch", "kinds", "--format", "openai")
+    errors = cli(env, "results", "--batch", "kinds", "--format", "openai", "--errors-only")
+    lines = {json.loads(line)["custom_id"]: json.loads(line) for line in out.stdout.splitlines()}
+    assert {"req-1", "req-2", "n1"} <= set(lines) and len(lines) == 8
+    answer = lines["req-1"]["response"]["body"]["choices"][0]["message"]["content"]
+    assert answer == kinds["requests.jsonl:1"].summary
+    assert len(errors.stdout.splitlines()) == 2
+
+    # Under --schema every summary is JSON valid under the schema, exported as an object.
+    import jsonschema
+
+    schema = json.loads(schema_file.read_text())
+    exported = cli(env, "results", "--batch", "json").stdout.splitlines()
+    summaries = [json.loads(line)["summary"] for line in exported]
+    assert len(summaries) == 3
+    for summary in summaries:
+        jsonschema.validate(summary, schema)
+        assert summary["key_points"] and all(p.strip() for p in summary["key_points"])

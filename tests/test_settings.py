@@ -181,3 +181,15 @@ def test_the_broker_url_example_for_tls_names_a_ca_not_a_bare_rediss():
     with pytest.raises(SettingsError) as refused:
         Settings.from_env({"SUMMARIZE_BROKER_URL": "amqp://x"})
     assert "rediss://:password@host:6380/0?ssl_ca_certs=/path/to/ca.pem" in str(refused.value)
+
+
+def test_the_sentence_limit_goes_with_the_default_instruction_unless_set():
+    default = Settings.from_env({})
+    own = Settings.from_env({"SUMMARIZE_PROMPT": "List the key points as bullets."})
+    asked = Settings.from_env({"SUMMARIZE_PROMPT": "Bullets.", "SUMMARIZE_MAX_SENTENCES": "5"})
+    off = Settings.from_env({"SUMMARIZE_MAX_SENTENCES": "0"})
+
+    assert default.sentences_for(default.instruction) == 3
+    assert own.sentences_for(own.instruction) == 0
+    assert asked.sentences_for(asked.instruction) == 5
+    assert off.sentences_for(off.instruction) == 0

@@ -58,6 +58,7 @@ class EchoEngine:
         max_tokens: int,
         loop_breaking: bool = False,
         max_sentences: int | None = None,
+        schema: str | None = None,  # not followed: the answer is the first sentence all the same
     ) -> None:
         if len(prompt_ids) + max_tokens > self.max_model_len:
             raise ValueError(

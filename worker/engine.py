@@ -7,6 +7,7 @@ scheduler admits them into the running batch as other sequences finish.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -51,9 +52,11 @@ class Engine(Protocol):
         max_tokens: int,
         loop_breaking: bool = False,
         max_sentences: int | None = None,
+        schema: str | None = None,
     ) -> None:
         """Start a request; `loop_breaking`: with the settings that break a loop
-        (core/prompt.sampling); `max_sentences`: end after this many sentences."""
+        (core/prompt.sampling); `max_sentences`: end after this many sentences; `schema`:
+        generate JSON valid under this JSON schema (vLLM's structured outputs)."""
 
     def step(self) -> list[Finished]: ...
 
@@ -122,15 +125,16 @@ class VllmEngine:
         max_tokens: int,
         loop_breaking: bool = False,
         max_sentences: int | None = None,
+        schema: str | None = None,
     ) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
-        params = SamplingParams(
-            output_kind=RequestOutputKind.FINAL_ONLY,
-            **sampling(max_tokens, loop_breaking=loop_breaking, max_sentences=max_sentences),
-        )
+        kwargs = sampling(max_tokens, loop_breaking=loop_breaking, max_sentences=max_sentences)
+        if schema is not None:
+            kwargs["structured_outputs"] = StructuredOutputsParams(json=json.loads(schema))
+        params = SamplingParams(output_kind=RequestOutputKind.FINAL_ONLY, **kwargs)
         self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt_ids), params)
 
     def step(self) -> list[Finished]:

@@ -60,6 +60,7 @@ class Request:
     max_tokens: int
     loop_breaking: bool = False  # with the settings that break a loop (core/prompt.py)
     max_sentences: int | None = None  # the summary ends after this many (worker/sentences.py)
+    schema: str | None = None  # a final summary under a JSON schema (structured output)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Work:
     new_id: Callable[[], str]
     template_tokens: int | None = None  # the instruction's prompt around an empty document
     max_sentences: int | None = None  # each summary ends after this many sentences
+    schema: str | None = None  # the final summary is JSON of this schema; parts are text
     document_tokens: int = 0
     regenerated: bool = False  # the final summary looped and was generated again
     prompt_tokens: int = 0
@@ -107,7 +109,7 @@ class Work:
         if self._pending:
             return []
         if len(self._texts) == 1:
-            if not self.regenerated and loops(finished.text):
+            if not self.regenerated and not self.schema and loops(finished.text):
                 self.regenerated = True
                 return self._issue(self._prompts, loop_breaking=True)
             self.result = finished
@@ -160,9 +162,10 @@ class Work:
         self._texts = [None] * len(prompts)
         self._prompts = prompts
         requests = []
+        schema = self.schema if len(prompts) == 1 else None  # one prompt: the final summary
         for slot, prompt in enumerate(prompts):
             request = Request(
-                self.new_id(), prompt, self.max_tokens, loop_breaking, self.max_sentences
+                self.new_id(), prompt, self.max_tokens, loop_breaking, self.max_sentences, schema
             )
             self._pending[request.request_id] = slot
             requests.append(request)

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -25,10 +26,10 @@ from core.database import retrying
 from core.retention import drop_texts
 from core.tables import (
     GENERATED_COLUMNS,
-    batches,
     documents,
     is_pending,
     lease_lapsed,
+    prompts,
     results,
     utcnow,
 )
@@ -48,6 +49,16 @@ class Claim:
     max_tokens: int
     attempts: int
     max_sentences: int | None = None  # a summary ends after this many sentences
+    schema: str | None = None  # the summary is JSON of this schema (submit --schema)
+
+
+class _Taken(NamedTuple):
+    """A claimed row's facts the claim is made from (the newest attempt of its key)."""
+
+    attempts: int
+    model: str
+    prompt_hash: str
+    content_hash: str
 
 
 @dataclass(frozen=True)
@@ -170,8 +181,8 @@ class Recorder:
             return {}
         now = utcnow()
         with self._transaction() as conn:
-            taken: dict[str, tuple[int, str, str]] = {}  # key -> attempts, batch, content hash
-            for key, attempts, batch, content_hash in conn.execute(
+            taken: dict[str, _Taken] = {}
+            for row in conn.execute(
                 results.update()
                 .where(results.c.result_key.in_(keys), is_pending, self._free(now))
                 .values(
@@ -184,29 +195,32 @@ class Recorder:
                 .returning(
                     results.c.result_key,
                     results.c.attempts,
-                    results.c.batch,
+                    results.c.model,
+                    results.c.prompt_hash,
                     results.c.content_hash,
                 )
             ):
-                seen = taken.get(key)  # a key's rows in several batches: one document
-                if seen is None or attempts > seen[0]:
-                    taken[key] = (attempts, batch, content_hash)
+                seen = taken.get(row.result_key)  # a key's rows in several batches: one document
+                if seen is None or row.attempts > seen.attempts:
+                    taken[row.result_key] = _Taken(*row[1:])
             if not taken:
                 return {}
             bodies = dict(
                 conn.execute(
                     sa.select(documents.c.content_hash, documents.c.body).where(
-                        documents.c.content_hash.in_({t[2] for t in taken.values()})
+                        documents.c.content_hash.in_({t.content_hash for t in taken.values()})
                     )
                 ).all()
             )
-            prompts = {
-                b.name: b
-                for b in conn.execute(
-                    sa.select(batches).where(batches.c.name.in_({t[1] for t in taken.values()}))
+            by_hash = {
+                p.prompt_hash: p
+                for p in conn.execute(
+                    sa.select(prompts).where(
+                        prompts.c.prompt_hash.in_({t.prompt_hash for t in taken.values()})
+                    )
                 )
             }
-            gone = [key for key, t in taken.items() if bodies.get(t[2]) is None]
+            gone = [key for key, t in taken.items() if bodies.get(t.content_hash) is None]
             if gone:  # only hand-written SQL gets here: a pending row keeps its text
                 conn.execute(
                     results.update()
@@ -216,17 +230,18 @@ class Recorder:
                 for key in gone:
                     del taken[key]
         claims = {}
-        for key, (attempts, batch, content_hash) in taken.items():
-            prompt = prompts[batch]
+        for key, t in taken.items():
+            prompt = by_hash[t.prompt_hash]
             claims[key] = Claim(
                 key=key,
-                content_hash=content_hash,
-                body=bodies[content_hash],
-                model=prompt.model,
+                content_hash=t.content_hash,
+                body=bodies[t.content_hash],
+                model=t.model,
                 instruction=prompt.instruction,
                 max_tokens=prompt.max_tokens,
                 max_sentences=prompt.max_sentences,
-                attempts=attempts,
+                schema=prompt.schema,
+                attempts=t.attempts,
             )
         return claims
 

@@ -35,6 +35,7 @@ class Running:
             self._new_id,
             template_tokens=template,
             max_sentences=claim.max_sentences,
+            schema=claim.schema,
         )
 
     def _new_id(self) -> str:
@@ -53,6 +54,7 @@ class Running:
                 request.max_tokens,
                 loop_breaking=request.loop_breaking,
                 max_sentences=request.max_sentences,
+                schema=request.schema,
             )
 
     def finished(self, finished: Finished) -> Work | None:

@@ -7,6 +7,7 @@ dialect-specific text.
 
 from __future__ import annotations
 
+import json
 from datetime import date, datetime, timedelta, timezone
 
 import sqlalchemy as sa
@@ -15,7 +16,7 @@ from sqlalchemy.exc import OperationalError
 from core import database
 from core.errors import SummarizeError
 from core.settings import Settings
-from core.tables import results
+from core.tables import batches, results
 from readers.views import (
     GENERATED,
     VIEWS,
@@ -111,6 +112,14 @@ def batch_detail(db: sa.Engine, name: str) -> dict | None:
         ).first()
         if stats is None:
             return None
+        made = conn.execute(
+            sa.select(
+                batches.c.instruction,
+                batches.c.max_tokens,
+                batches.c.max_sentences,
+                batches.c.metadata,
+            ).where(batches.c.name == name)
+        ).one()
         marked = conn.execute(
             sa.select(flagged)
             .where(flagged.c.batch == name)
@@ -144,6 +153,12 @@ def batch_detail(db: sa.Engine, name: str) -> dict | None:
         documents.append(_plain(row) | {"seconds": took})
     return {
         "batch": _plain(stats),
+        "settings": {
+            "instruction": made.instruction,
+            "max_tokens": made.max_tokens,
+            "max_sentences": made.max_sentences,
+        },
+        "metadata": json.loads(made.metadata) if made.metadata else {},
         "slowest": documents,
         "failed": [_plain(row) for row in failed],
         "flagged": [_plain(row) for row in marked],

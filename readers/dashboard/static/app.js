@@ -235,8 +235,16 @@ function documentItem(d, marks, facts) {
 function renderDetail(detail) {
   const b = detail.batch;
   document.getElementById("detail-name").textContent = b.batch;
+  const settings = detail.settings;
+  const meta = Object.entries(detail.metadata).map(([k, v]) => `${k}=${v}`).join(" ");
   document.getElementById("detail-figures").replaceChildren(
     ...figure("model", b.model),
+    ...figure("instruction", settings.instruction),
+    ...figure(
+      "length",
+      `${fmt.int(settings.max_tokens)} tokens` + (settings.max_sentences ? `, ${settings.max_sentences} sentences` : ""),
+    ),
+    ...(meta ? figure("metadata", meta) : []),
     ...figure("documents", fmt.int(b.documents)),
     ...figure("succeeded", `${fmt.int(b.succeeded)} (${fmt.int(b.deduplicated)} deduplicated)`),
     ...figure("failed", `${fmt.int(b.failed)} (${fmt.percent(b.failure_rate)})`),

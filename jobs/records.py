@@ -1,0 +1,340 @@
+"""Record files: each JSON line or CSV row is a document, with its id and other fields.
+
+A record's text is in one field (`--text-field`, default `text`) and its id in
+another (`--id-field`, default `id`); every other field is kept as the document's
+metadata. A JSON lines file whose first record has `custom_id` and `body` is an
+OpenAI Batch input file: `custom_id` is the id, the last user message the text,
+the system messages the instruction, `max_tokens`/`max_completion_tokens` the
+summary length.
+
+Records stream: a file of a million records is read a line at a time, and no line
+is read past SUMMARIZE_MAX_DOC_BYTES. A record that cannot be used is an
+`Unreadable` naming its line and why; the rest of the file goes on. Each record's
+source path is `FILE:LINE`, so submitting the file again finds the same rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from jobs.corpus import Text, Unreadable, not_regular, open_file, shown
+
+MAX_SUMMARY_TOKENS = 8192  # the largest max_tokens a request may ask for (as SUMMARIZE_MAX_TOKENS)
+CHAT_URL = "/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which fields of a record hold its text and its id."""
+
+    text: str = "text"
+    id: str = "id"
+
+
+DEFAULT_FIELDS = Fields()
+
+
+def read(path: str, max_bytes: int, fields: Fields, target: str | None = None):
+    """Every record of a `.jsonl` or `.csv` file, as a Text or an Unreadable, in file order."""
+    if shown(path) != path:
+        yield Unreadable(
+            shown(path), "file name is not UTF-8 (odd bytes shown as \\x..): rename it"
+        )
+        return
+    fd = open_file(path, target)
+    if isinstance(fd, Unreadable):
+        yield fd
+        return
+    with open(fd, "rb", closefd=True) as handle:
+        problem = not_regular(os.fstat(handle.fileno()).st_mode)
+        if problem:
+            yield Unreadable(path, problem)
+            return
+        if path.lower().endswith(".csv"):
+            yield from _csv(handle, path, max_bytes, fields)
+        else:
+            yield from _jsonl(handle, path, max_bytes, fields)
+
+
+def _jsonl(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text | Unreadable]:
+    openai = None  # decided by the first record
+    number = 0
+    while True:
+        line = handle.readline(max_bytes + 1)
+        if not line:
+            return
+        number += 1
+        where = f"{path}:{number}"
+        if len(line) > max_bytes and not line.endswith(b"\n"):
+            while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass  # the rest of the long line, read and let go
+            yield Unreadable(
+                where,
+                f"line {number}: longer than SUMMARIZE_MAX_DOC_BYTES "
+                f"({max_bytes:,} bytes): shorten the record or raise the limit",
+            )
+            continue
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except UnicodeDecodeError as exc:
+            yield Unreadable(where, f"line {number}: not valid UTF-8 (byte offset {exc.start})")
+            continue
+        except json.JSONDecodeError as exc:
+            yield Unreadable(where, f"line {number}: not JSON ({exc.msg}, column {exc.colno})")
+            continue
+        if not isinstance(record, dict):
+            yield Unreadable(where, f"line {number}: not a JSON object")
+            continue
+        if openai is None:
+            openai = "custom_id" in record and "body" in record
+        if openai:
+            yield _request(record, where, number, max_bytes)
+        else:
+            yield _record(record, where, number, max_bytes, fields)
+
+
+def _csv(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text | Unreadable]:
+    lines = _Lines(handle, max_bytes)
+    csv.field_size_limit(max(csv.field_size_limit(), max_bytes))
+    rows = csv.DictReader(lines)
+    try:
+        header = rows.fieldnames
+    except csv.Error as exc:
+        yield Unreadable(path, f"the CSV header cannot be read ({exc})")
+        return
+    if not header:
+        yield Unreadable(path, "empty CSV file: nothing to summarize")
+        return
+    if fields.text not in header:
+        yield Unreadable(
+            path,
+            f"no column {fields.text!r} (columns: {', '.join(map(repr, header))}): name the "
+            "column that holds the text with --text-field",
+        )
+        return
+    while True:
+        first = rows.line_num + 1
+        try:
+            row = next(rows)
+        except StopIteration:
+            yield from lines.unreported(path, rows.line_num + 1)
+            return
+        except csv.Error as exc:
+            yield from lines.unreported(path, first)
+            yield Unreadable(f"{path}:{first}", f"line {first}: not a CSV record ({exc})")
+            continue
+        first = max(first, rows.line_num - row_lines(row) + 1)
+        yield from lines.unreported(path, first)  # lines csv skipped as blank
+        problem = lines.take(first, rows.line_num)
+        if problem:
+            yield Unreadable(f"{path}:{first}", f"line {first}: {problem}")
+            continue
+        if None in row:  # more cells than the header has columns
+            row["_extra"] = row.pop(None)
+        yield _record(row, f"{path}:{first}", first, max_bytes, fields)
+
+
+def row_lines(row: dict) -> int:
+    """How many physical lines a CSV record spans (newlines inside its quoted cells, plus one)."""
+    return 1 + sum(v.count("\n") for v in row.values() if isinstance(v, str))
+
+
+class _Lines:
+    """A binary file's lines as text for the csv module, none read past the size limit; a
+    line too long or not UTF-8 is noted by number (and given to csv blank or repaired)."""
+
+    def __init__(self, handle, limit: int):
+        self.handle, self.limit = handle, limit
+        self.number = 0
+        self.problems: dict[int, str] = {}
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        raw = self.handle.readline(self.limit + 1)
+        if not raw:
+            raise StopIteration
+        self.number += 1
+        if self.number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]  # a byte order mark, as Excel writes
+        if len(raw) > self.limit and not raw.endswith(b"\n"):
+            while (rest := self.handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass  # the rest of the long line, read and let go
+            self.problems[self.number] = (
+                f"longer than SUMMARIZE_MAX_DOC_BYTES ({self.limit:,} bytes): shorten the "
+                "record or raise the limit"
+            )
+            return "\n"
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.problems[self.number] = (
+                f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}): save the file as UTF-8"
+            )
+            return raw.decode("utf-8", "replace")
+
+    def take(self, first: int, last: int) -> str | None:
+        """The first problem of lines first..last, forgetting theirs."""
+        found = [self.problems.pop(n) for n in sorted(self.problems) if first <= n <= last]
+        return found[0] if found else None
+
+    def unreported(self, path: str, before: int) -> Iterator[Unreadable]:
+        """Failures for problem lines before `before` that made no record (skipped as blank)."""
+        for n in sorted(self.problems):
+            if n < before:
+                yield Unreadable(f"{path}:{n}", f"line {n}: {self.problems.pop(n)}")
+
+
+def _record(record: dict, where: str, number: int, max_bytes: int, fields: Fields):
+    if fields.text not in record:
+        names = ", ".join(map(repr, list(record)[:10]))
+        return Unreadable(
+            where,
+            f"line {number}: no {fields.text!r} field (fields: {names}): "
+            "name the field that holds the text with --text-field",
+        )
+    doc_id = record.get(fields.id)
+    if doc_id is not None and not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
+        return Unreadable(
+            where, f"line {number}: the id field {fields.id!r} is not a string or a number"
+        )
+    rest = {k: v for k, v in record.items() if k not in (fields.text, fields.id)}
+    return _document(
+        where,
+        record[fields.text],
+        number,
+        max_bytes,
+        fields.text,
+        doc_id=str(doc_id) if doc_id not in (None, "") else None,
+        metadata=rest or None,
+    )
+
+
+def _request(record: dict, where: str, number: int, max_bytes: int):
+    """One line of an OpenAI Batch input file."""
+    custom_id = record.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id:
+        return Unreadable(where, f"line {number}: no custom_id (a non-empty string)")
+    url = record.get("url", CHAT_URL)
+    if url != CHAT_URL:
+        return Unreadable(
+            where,
+            f"line {number}: url {str(url)[:80]!r}: only {CHAT_URL} requests can be summarized",
+            doc_id=custom_id,
+        )
+    body = record.get("body")
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return Unreadable(where, f"line {number}: no body.messages list", doc_id=custom_id)
+    users = [m for m in messages if m.get("role") == "user"]
+    if not users:
+        return Unreadable(where, f"line {number}: no user message to summarize", doc_id=custom_id)
+    text = _content(users[-1].get("content"))
+    system = [
+        _content(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
+    ]
+    if text is None or None in system:
+        return Unreadable(
+            where,
+            f"line {number}: a message's content is neither text nor a list of text parts",
+            doc_id=custom_id,
+        )
+    length = body.get("max_completion_tokens", body.get("max_tokens"))
+    if length is not None and (
+        not isinstance(length, int)
+        or isinstance(length, bool)
+        or not 1 <= length <= MAX_SUMMARY_TOKENS
+    ):
+        return Unreadable(
+            where,
+            f"line {number}: max_tokens {length!r} is not a whole number "
+            f"from 1 to {MAX_SUMMARY_TOKENS}",
+            doc_id=custom_id,
+        )
+    instruction = "\n\n".join(s.strip() for s in system if s.strip()) or None
+    return _document(
+        where,
+        text,
+        number,
+        max_bytes,
+        "the user message",
+        doc_id=custom_id,
+        instruction=instruction,
+        max_tokens=length,
+    )
+
+
+def _content(content) -> str | None:
+    """A message's text: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
+        texts = [p.get("text") for p in content if p.get("type") == "text"]
+        if all(isinstance(t, str) for t in texts):
+            return "\n\n".join(texts)
+    return None
+
+
+def _document(
+    where,
+    text,
+    number,
+    max_bytes,
+    field,
+    *,
+    doc_id,
+    metadata=None,
+    instruction=None,
+    max_tokens=None,
+) -> Text | Unreadable:
+    if not isinstance(text, str):
+        return Unreadable(
+            where, f"line {number}: {field} is {type(text).__name__}, not text", doc_id=doc_id
+        )
+    text = text.replace("\r\n", "\n")
+    if not text.strip():
+        return Unreadable(where, f"line {number}: empty text: nothing to summarize", doc_id=doc_id)
+    if "\x00" in text:
+        return Unreadable(where, f"line {number}: the text holds NUL characters", doc_id=doc_id)
+    try:
+        encoded = text.encode("utf-8")
+        meta = _json(metadata) if metadata else None
+        (doc_id or "").encode("utf-8")
+        (instruction or "").encode("utf-8")
+    except UnicodeEncodeError:
+        return Unreadable(
+            where,
+            f"line {number}: holds a lone surrogate (\\ud8..), which is not text: fix the record",
+            doc_id=None,
+        )
+    if len(encoded) > max_bytes:
+        return Unreadable(
+            where,
+            f"line {number}: text larger than SUMMARIZE_MAX_DOC_BYTES "
+            f"({len(encoded):,} bytes > {max_bytes:,})",
+            doc_id=doc_id,
+        )
+    return Text(
+        where,
+        text,
+        hashlib.sha256(encoded).hexdigest(),
+        len(encoded),
+        doc_id=doc_id,
+        metadata=meta,
+        instruction=instruction,
+        max_tokens=max_tokens,
+    )
+
+
+def _json(value: dict) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    text.encode("utf-8")  # a lone surrogate raises here
+    return text

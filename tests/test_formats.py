@@ -1,0 +1,142 @@
+"""Web pages, PDFs and Word files become their text; one with no text says why and how to fix it."""
+
+from __future__ import annotations
+
+import io
+
+import docx
+from fpdf import FPDF
+
+from jobs import corpus
+from jobs.corpus import Text, Unreadable
+from tests.conftest import write
+
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Bridge closed | City News</title>
+<script>track('visit'); var secret = "not summarized";</script><style>p { color: red }</style>
+</head><body>
+<nav><a href="/">Home</a> · <a href="/sport">Sport</a> · <a href="/weather">Weather</a></nav>
+<header>City News: all the news from the city</header>
+<article><h1>Harbour bridge closes for repairs</h1>
+<p>The harbour bridge will close for six weeks from Monday while engineers replace worn
+cables, the council said on Tuesday. It is the first full closure since the bridge opened.</p>
+<p>Buses will run a shuttle across the river every ten minutes, and ferries will add extra
+sailings in the morning and evening, according to the transport department.</p></article>
+<footer>© 2026 City News · Privacy · Cookies</footer></body></html>"""
+
+
+def read(path, max_bytes=1_000_000) -> Text | Unreadable:
+    return corpus.read(str(path), max_bytes)
+
+
+def pdf_bytes(pages: list[str], title: str | None = None) -> bytes:
+    document = FPDF()
+    if title:
+        document.set_title(title)
+    document.set_font("helvetica", size=11)
+    for text in pages:
+        document.add_page()
+        if text:
+            document.multi_cell(0, 6, text)
+        else:  # a scanned page: a picture, no text layer
+            document.set_fill_color(90, 90, 90)
+            document.rect(20, 20, 150, 200, style="F")
+    return bytes(document.output())
+
+
+def docx_bytes() -> bytes:
+    document = docx.Document()
+    document.add_heading("Quarterly report", level=0)
+    document.add_paragraph("Sales rose by a tenth in the third quarter.")
+    table = document.add_table(rows=2, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "Region", "Sales"
+    table.cell(1, 0).text, table.cell(1, 1).text = "North", "1,200"
+    document.add_paragraph("The north led the growth.")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_a_web_page_is_its_main_text_without_scripts_styles_navigation_or_footer(tmp_path):
+    found = read(write(tmp_path, "bridge.html", PAGE))
+
+    assert isinstance(found, Text), found
+    assert found.body.startswith("Title: Harbour bridge closes for repairs\n\nThe harbour bridge")
+    assert "every ten minutes" in found.body and "transport department." in found.body
+    for left_out in ("track(", "not summarized", "color: red", "Sport", "Privacy", "all the news"):
+        assert left_out not in found.body
+
+
+def test_a_page_in_another_declared_encoding_is_read_as_declared(tmp_path):
+    page = PAGE.replace('charset="utf-8"', 'charset="iso-8859-1"').replace("repairs", "réparations")
+    found = read(write(tmp_path, "latin.htm", page.encode("iso-8859-1", "replace")))
+
+    assert "Harbour bridge closes for réparations" in found.body
+
+
+def test_a_page_with_no_main_text_is_a_failure_that_says_so(tmp_path):
+    found = read(write(tmp_path, "empty.html", "<html><body><script>x()</script></body></html>"))
+
+    assert found == Unreadable(
+        found.path, "no main text found in the page (only navigation, scripts or markup)"
+    )
+
+
+def test_a_pdf_is_its_text_layer_page_after_page(tmp_path):
+    path = write(
+        tmp_path,
+        "report.pdf",
+        pdf_bytes(
+            ["The dam holds 40 per cent more water.", "Rain is due next week."], "Dam report"
+        ),
+    )
+
+    found = read(path)
+
+    assert isinstance(found, Text), found
+    assert found.body == (
+        "Title: Dam report\n\nThe dam holds 40 per cent more water.\n\nRain is due next week."
+    )
+
+
+def test_a_pdf_without_a_text_layer_is_a_failure_that_says_to_run_ocr(tmp_path):
+    found = read(write(tmp_path, "scan.pdf", pdf_bytes(["", ""])))
+
+    assert found == Unreadable(
+        found.path,
+        "the PDF has no text layer (2 pages of images, a scan?): run OCR on it first (for "
+        "example `ocrmypdf in.pdf out.pdf`) and submit the result",
+    )
+
+
+def test_a_file_named_pdf_that_is_not_one_is_a_failure_not_a_crash(tmp_path):
+    found = read(write(tmp_path, "fake.pdf", b"%PDF-1.7\n garbage \x00\x01 no xref"))
+
+    assert isinstance(found, Unreadable)
+    assert found.reason.startswith("not a PDF that can be read") or "no text layer" in found.reason
+
+
+def test_a_pdf_may_be_larger_than_the_text_limit_but_its_text_may_not(tmp_path):
+    words = "word " * 400
+    path = write(tmp_path, "long.pdf", pdf_bytes([words, words]))
+    size = path.stat().st_size
+
+    assert isinstance(read(path, max_bytes=size // 2 + 4000), Text)  # file over the limit, text not
+    found = read(path, max_bytes=1000)
+    assert found.reason.startswith("its text is larger than SUMMARIZE_MAX_DOC_BYTES (")
+
+
+def test_a_word_file_is_its_paragraphs_and_tables_in_order_with_its_title(tmp_path):
+    found = read(write(tmp_path, "q3.docx", docx_bytes()))
+
+    assert found.body == (
+        "Title: Quarterly report\n\nSales rose by a tenth in the third quarter.\n\n"
+        "Region | Sales\n\nNorth | 1,200\n\nThe north led the growth."
+    )
+
+
+def test_a_file_named_docx_that_is_not_one_says_so(tmp_path):
+    found = read(write(tmp_path, "old.docx", b"\xd0\xcf\x11\xe0 an old .doc file"))
+
+    assert isinstance(found, Unreadable)
+    assert found.reason.startswith("not a Word .docx file that can be read (")
+    assert found.reason.endswith("a .doc needs converting")
