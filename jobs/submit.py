@@ -118,6 +118,8 @@ class Prompt:
         if item.instruction is None and item.max_tokens is None:
             return self
         instruction = item.instruction or self.instruction
+        if item.instruction and self.schema:
+            instruction = f"{instruction}\n\n{SCHEMA_NOTE}"
         own_limit = settings.sentences_for(instruction) if not self.schema else 0
         return Prompt(
             self.model,
