@@ -174,6 +174,12 @@ class Settings:
     gpu_memory_utilization: float | None = field(
         default=None, metadata={"env": "GPU_MEMORY_UTILIZATION", "parse": _share}
     )
+    metrics_port: int | None = field(
+        default=None, metadata={"env": "METRICS_PORT", "parse": _whole(1, 65535)}
+    )  # the worker serves Prometheus metrics here (worker/metrics.py); unset: none
+    metrics_host: str = field(
+        default="127.0.0.1", metadata={"env": "METRICS_HOST", "parse": _text}
+    )  # 0.0.0.0 to let a Prometheus in another container scrape it
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -7,9 +7,11 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -70,6 +72,25 @@ def rows(batch: str | None = None) -> list[sa.Row]:
         found = conn.execute(query).all()
     db.dispose()
     return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    """A worker's metrics (SUMMARIZE_METRICS_PORT): {(name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 class Worker:
@@ -134,6 +155,15 @@ class Worker:
         self.log.flush()
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
+
+    def scrapes(self, port: int, timeout_s: float) -> list[dict]:
+        """Its metrics, scraped every half second until it exits (a --burst worker)."""
+        found, deadline = [], time.monotonic() + timeout_s
+        while self.process.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                found.append(scrape(port))
+            time.sleep(0.5)
+        return found
 
     def __enter__(self) -> Worker:
         return self

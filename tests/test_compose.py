@@ -24,7 +24,7 @@ DOCS = ROOT / "docs" / "deploy.md"
 README = ROOT / "README.md"
 SECTION = "## Running with docker compose"
 
-SERVICES = {"redis", "postgres", "migrate", "model", "worker", "flower", "grafana"}
+SERVICES = {"redis", "postgres", "migrate", "model", "worker", "flower", "prometheus", "grafana"}
 SECRETS = ["REDIS_PASSWORD", "POSTGRES_PASSWORD", "DASHBOARDS_PASSWORD", "GRAFANA_ADMIN_PASSWORD"]
 COMPLETED = {"condition": "service_completed_successfully"}
 HEALTHY = {"condition": "service_healthy"}
@@ -176,7 +176,7 @@ def test_postgres_has_a_healthcheck_a_volume_and_the_init_scripts(config):
         "POSTGRES_PASSWORD": "change-me",
         "DASHBOARDS_PASSWORD": "change-me",
     }
-    assert set(config["volumes"]) == {"data", "redis", "postgres", "grafana"}
+    assert set(config["volumes"]) == {"data", "redis", "postgres", "grafana", "prometheus"}
 
 
 def test_migrate_runs_once_after_postgres_is_healthy_and_the_rest_waits_for_it(config):
@@ -249,6 +249,27 @@ def test_flower_and_grafana_listen_on_localhost_only(config):
         for service in config["services"].values()
         for port in service.get("ports", [])
     )
+
+
+def test_prometheus_scrapes_the_workers_metrics_and_grafana_reads_it(config):
+    prometheus = config["services"]["prometheus"]
+    worker = config["services"]["worker"]
+    scrape = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+
+    assert prometheus["image"].startswith("prom/prometheus:")
+    assert prometheus["ports"] == ["127.0.0.1:9090:9090/tcp"]
+    assert (
+        f"{ROOT}/deploy/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro"
+        in (prometheus["volumes"])
+    )
+    assert "--storage.tsdb.retention.time=30d" in prometheus["command"]
+    port = worker["environment"]["SUMMARIZE_METRICS_PORT"]
+    assert worker["environment"]["SUMMARIZE_METRICS_HOST"] == "0.0.0.0"  # the compose network
+    (job,) = scrape["scrape_configs"]
+    assert job["static_configs"] == [{"targets": [f"worker:{port}"]}]
+    assert config["services"]["grafana"]["depends_on"]["prometheus"] == {
+        "condition": "service_started"
+    }
 
 
 # -- secrets and their documentation ----------------------------------------------------------

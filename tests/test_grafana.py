@@ -29,9 +29,18 @@ only_postgresql = pytest.mark.parametrize("database_url", ["postgresql"], indire
 
 
 def queries() -> list[tuple[str, str]]:
-    """(panel title, rawSql) of every query of the dashboard."""
+    """(panel title, rawSql) of every SQL query of the dashboard."""
     panels = json.loads(DASHBOARD.read_text())["panels"]
-    return [(p["title"], t["rawSql"]) for p in panels for t in p["targets"]]
+    return [
+        (p["title"], t["rawSql"]) for p in panels for t in p.get("targets", ()) if "rawSql" in t
+    ]
+
+
+def prometheus_metrics() -> set[str]:
+    """The metric names the dashboard's Prometheus panels query."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [t["expr"] for p in panels for t in p.get("targets", ()) if "expr" in t]
+    return {name for e in exprs for name in re.findall(r"\b((?:summarize_|vllm:)[\w:]+)", e)}
 
 
 def relations(sql: str) -> set[str]:
@@ -104,9 +113,9 @@ def test_every_dashboard_query_reads_only_the_views_that_the_migrations_create(s
 
 def test_every_panel_uses_the_provisioned_data_source():
     dashboard = json.loads(DASHBOARD.read_text())
-    source = yaml.safe_load(
+    source, prometheus = yaml.safe_load(
         (DEPLOY / "grafana/provisioning/datasources/summarize.yml").read_text()
-    )["datasources"][0]
+    )["datasources"]
     provider = yaml.safe_load(
         (DEPLOY / "grafana/provisioning/dashboards/summarize.yml").read_text()
     )["providers"][0]
@@ -118,9 +127,36 @@ def test_every_panel_uses_the_provisioned_data_source():
     )
     assert source["secureJsonData"] == {"password": "$DASHBOARDS_PASSWORD"}
     assert provider["options"]["path"] == "/var/lib/grafana/dashboards"
-    refs = [p["datasource"] for p in dashboard["panels"]]
-    refs += [t["datasource"] for p in dashboard["panels"] for t in p["targets"]]
-    assert {(r["type"], r["uid"]) for r in refs} == {(source["type"], source["uid"])}
+    assert (prometheus["type"], prometheus["url"]) == ("prometheus", "http://prometheus:9090")
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    refs = [(p["datasource"], t) for p in panels for t in p["targets"]]
+    for panel, target in refs:
+        assert target["datasource"] == panel
+        assert (panel["type"], panel["uid"]) == (
+            (source["type"], source["uid"]) if "rawSql" in target else ("prometheus", "prometheus")
+        )
+    assert {(p["type"], p["uid"]) for p, _ in refs} == {
+        (source["type"], source["uid"]),
+        (prometheus["type"], prometheus["uid"]),
+    }
+
+
+def test_the_prometheus_panels_read_the_workers_metrics():
+    """Each summarize_* metric a panel queries is one worker/metrics.py defines; the vllm:*
+    ones are checked against a real worker's scrape in tests/test_pipeline.py."""
+    from prometheus_client import REGISTRY
+
+    import worker.metrics  # noqa: F401 - registers the counters
+
+    ours = {m for m in prometheus_metrics() if m.startswith("summarize_")}
+    served = {f.name + ("_total" if f.type == "counter" else "") for f in REGISTRY.collect()}
+    served |= {"summarize_queue_depth", "summarize_documents_in_flight"}  # read at each scrape
+    assert ours and ours <= served, ours - served
+    assert {
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+    } <= prometheus_metrics()
 
 
 @only_postgresql

@@ -16,7 +16,7 @@ from core.quality import loops, sentences
 from core.settings import Settings
 from core.tables import results
 from tests.conftest import POSTGRES_URL, _reset_postgres, lee
-from tests.stack import Worker, cli, copy_lee, embedded_env
+from tests.stack import Worker, cli, copy_lee, embedded_env, free_port
 
 pytestmark = pytest.mark.engine
 # An instruction of more than 128 tokens, so that the CPU build's prefix cache can hold it.
@@ -296,7 +296,10 @@ def test_every_kind_of_input_is_summarized_by_the_real_model_each_batch_with_its
     structured = cli(env, "submit", str(news), "--batch", "json", "--schema", str(schema_file),
                      "--max-tokens", "400")  # fmt: skip
     assert structured.returncode == 0, structured.stderr
-    with Worker(env, tmp_path / "worker.log", "--burst") as worker:
+    port = free_port()
+    watched = env | {"SUMMARIZE_METRICS_PORT": str(port)}
+    with Worker(watched, tmp_path / "worker.log", "--burst") as worker:
+        scrapes = worker.scrapes(port, WORKER_TIMEOUT_S)
         assert worker.wait(WORKER_TIMEOUT_S) == 0, worker.tail()
 
     database = sa.create_engine(f"sqlite:///{tmp_path / 'data' / 'summarize.db'}")
@@ -342,6 +345,16 @@ def test_every_kind_of_input_is_summarized_by_the_real_model_each_batch_with_its
     answer = lines["req-1"]["response"]["body"]["choices"][0]["message"]["content"]
     assert answer == kinds["requests.jsonl:1"].summary
     assert len(errors.stdout.splitlines()) == 2
+
+    # The worker served its metrics and vLLM's: every one the Grafana dashboard reads.
+    from tests.test_grafana import prometheus_metrics
+
+    served = {name for scraped in scrapes for name, _ in scraped}
+    assert prometheus_metrics() <= served, prometheus_metrics() - served
+    running = [v for s in scrapes for (n, _), v in s.items() if n == "vllm:num_requests_running"]
+    assert max(running) > 0
+    written = scrapes[-1][("summarize_documents_total", (("status", "succeeded"),))]
+    assert 0 < written <= len(rows)
 
     # Under --schema every summary is JSON valid under the schema, exported as an object.
     import jsonschema

@@ -96,6 +96,11 @@ class Drain:
     def idle(self) -> bool:
         return self._intake.empty() and not self._tickets
 
+    @property
+    def in_hand(self) -> int:
+        """Documents this worker holds, running or waiting (for the metrics)."""
+        return len(self._tickets)
+
     def start(self) -> None:
         self._writes.start()
         self._thread.start()

@@ -99,6 +99,7 @@ class Recorder:
         worker: str | None = None,
     ):
         self.db = db
+        self.on_recorded: Callable[[list[Outcome]], None] | None = None  # worker/metrics.py
         self.keep_texts = keep_texts  # SUMMARIZE_KEEP_TEXTS: never `forget` a text
         self.lease_s = lease_s  # how long a claim holds a row unless renewed
         self.worker = worker or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -249,6 +250,8 @@ class Recorder:
         """Write every outcome in one transaction (retrying a database that went away)."""
         if outcomes:
             self._retry(self._record)(outcomes)
+            if self.on_recorded is not None:
+                self.on_recorded(outcomes)
 
     def _record(self, outcomes: list[Outcome]) -> None:
         now = utcnow()

@@ -38,7 +38,13 @@ def build_engine(settings: Settings) -> Engine:
     from worker.engine import VllmEngine
 
     model = resolve(settings)
-    return VllmEngine(model, settings.profile, settings.model_name, settings.tensor_parallel_size)
+    return VllmEngine(
+        model,
+        settings.profile,
+        settings.model_name,
+        settings.tensor_parallel_size,
+        statistics=settings.metrics_port is not None,
+    )
 
 
 def install(drain: Drain) -> None:

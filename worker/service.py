@@ -54,10 +54,18 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder needs no hub
     with broker.session(settings) as client:
         log.info("queue %r on %s", settings.queue, broker.describe(settings))
+        live = None
+        if settings.metrics_port is not None:  # the port first: a busy one fails in a second
+            from worker import metrics
+
+            live = metrics.serve(settings.metrics_host, settings.metrics_port)
         started = time.monotonic()
         drain = runtime.build(settings)
         runtime.install(drain)
         log.info("engine ready in %.1f s", time.monotonic() - started)
+        if live is not None:
+            drain.recorder.on_recorded = metrics.observe
+            live.attach(drain.recorder.db, lambda: drain.in_hand)
         app = configure(settings)
         stopping = threading.Event()  # a stop was asked for (SIGTERM, SIGINT)
         _on_shutdown(lambda: (stopping.set(), drain.begin_shutdown(settings.stop_grace_s)))

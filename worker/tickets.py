@@ -59,6 +59,10 @@ class Tickets:
     def __bool__(self) -> bool:
         return bool(self._by_key)
 
+    def __len__(self) -> int:
+        """Documents in hand (read from another thread for the metrics: a dict's len is safe)."""
+        return len(self._by_key)
+
     def hold(self, chunk: Chunk) -> list[str]:
         """Take a chunk's documents in hand; returns the keys that were not in hand already."""
         new = []
