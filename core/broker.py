@@ -131,6 +131,20 @@ def connect(settings: Settings) -> redis.Redis:
     return client
 
 
+def reach(settings: Settings) -> redis.Redis | None:
+    """A client if the broker answers now (an embedded one is not started); None otherwise.
+    For readers that can do without Redis (`summarize status`)."""
+    if settings.embedded_broker and not socket_path(settings).exists():
+        return None
+    client = redis.Redis.from_url(_client_url(settings), socket_connect_timeout=2, socket_timeout=5)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError):
+        client.close()
+        return None
+    return client
+
+
 @contextlib.contextmanager
 def session(settings: Settings) -> Iterator[redis.Redis]:
     """A connected client for the length of a command; stops an idle embedded server afterwards."""

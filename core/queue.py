@@ -7,6 +7,11 @@ base64url of their 32 bytes (43 characters each, no separators): kombu's Redis
 transport stores the body base64-encoded again, and a chunk of 64 hex keys would
 cost over 100 bytes a document where this costs about 70.
 
+Each model has a queue of its own (`queue_for`): a batch for model X waits where
+only workers running X take it. Workers announce themselves with a heartbeat key,
+so `status` and `doctor` can say when documents wait for a model no live worker
+serves.
+
 Here too: the Celery configuration the producer and the worker share, kombu's
 key names for messages workers hold (from the transport options, never literals),
 counting what Redis holds, finding the keys it holds, and renewing the leases of
@@ -17,8 +22,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import heapq
 import json
+import re
 import ssl
 from array import array
 from bisect import bisect_left
@@ -30,7 +37,7 @@ import redis
 import sqlalchemy as sa
 
 from core import broker
-from core.settings import Settings
+from core.settings import DEFAULT_MODEL_NAME, Settings
 
 TASK_NAME = "summarize.chunk"
 KEY_BYTES = 32  # a result key is a SHA-256
@@ -39,6 +46,24 @@ UNACKED = "unacked"  # kombu's hash of messages workers hold: tag -> [message, e
 UNACKED_INDEX = "unacked_index"  # kombu's sorted set of those tags, by when they were taken
 RESTORE_EVERY_S = 5  # how often workers look for messages of dead workers
 PUBLISH_RETRIES = 3  # send_task's retries while Redis does not answer (about 1.5 s)
+
+
+HEARTBEAT_S = 15.0  # how often a worker says it is alive; it counts as gone after 3 missed
+
+
+def queue_for(base: str, model: str) -> str:
+    """The queue of a model's documents: SUMMARIZE_QUEUE itself for the default model, and
+    `QUEUE.NAME-HASH` for any other (its last path part and a hash of the whole name, so two
+    folders both called `model` get two queues)."""
+    if model == DEFAULT_MODEL_NAME:
+        return base
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").rsplit("/", 1)[-1])[:40]
+    return f"{base}.{tail or 'model'}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
+
+
+def home(settings: Settings) -> str:
+    """The queue this process's model reads from (a worker) and writes to (a producer)."""
+    return queue_for(settings.queue, settings.model_name)
 
 
 class BadMessage(ValueError):
@@ -124,7 +149,7 @@ def _celery_config(settings: Settings) -> dict:
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": False,
-        "task_default_queue": settings.queue,
+        "task_default_queue": home(settings),
         "task_publish_retry_policy": {
             "max_retries": PUBLISH_RETRIES,
             "interval_start": 0,
@@ -143,11 +168,13 @@ def _producer_app(settings: Settings):
     return app
 
 
-def enqueue(settings: Settings, keys: Iterable[str]) -> int:
-    """Send the keys as chunk messages; returns how many messages. Raises redis.ConnectionError."""
+def enqueue(settings: Settings, keys: Iterable[str], model: str | None = None) -> int:
+    """Send the keys as chunk messages to the queue of `model` (by default this process's);
+    returns how many messages. Raises redis.ConnectionError."""
     from kombu.exceptions import OperationalError
 
     app = _producer_app(settings)
+    target = queue_for(settings.queue, model or settings.model_name)
     sent = 0
     try:  # a connection of its own, closed after: an idle embedded Redis may then stop
         with app.connection_for_write() as connection, app.amqp.Producer(connection) as producer:
@@ -155,7 +182,7 @@ def enqueue(settings: Settings, keys: Iterable[str]) -> int:
                 app.send_task(
                     TASK_NAME,
                     kwargs={"keys": pack(chunk)},
-                    queue=settings.queue,
+                    queue=target,
                     producer=producer,
                     ignore_result=True,
                     kwargsrepr=f"{{'keys': <{len(chunk)} documents>}}",
@@ -171,6 +198,7 @@ def commit_then_push(
     db: sa.Engine,
     write: Callable[[sa.Connection], list[str]],
     undo: Callable[[sa.Connection, list[str]], None] | None = None,
+    model: str | None = None,
 ) -> list[str]:
     """The one order rows and their messages are written in (submit, retry, the requeue sweep).
 
@@ -183,7 +211,7 @@ def commit_then_push(
     with db.begin() as conn:
         keys = write(conn)
     try:
-        enqueue(settings, keys)
+        enqueue(settings, keys, model)
     except (redis.RedisError, OSError) as exc:
         if undo is not None:
             with db.begin() as conn:
@@ -202,9 +230,10 @@ def waiting(client: redis.Redis, queue: str) -> int:
     return int(client.llen(queue))
 
 
-def messages_in_redis(client: redis.Redis, queue: str) -> int:
-    """Messages waiting in the queue plus those workers hold unacknowledged."""
-    return waiting(client, queue) + int(client.hlen(UNACKED))
+def messages_in_redis(client: redis.Redis, queues: str | Iterable[str]) -> int:
+    """Messages waiting in the queues plus those workers hold unacknowledged."""
+    queues = [queues] if isinstance(queues, str) else list(queues)
+    return sum(waiting(client, q) for q in queues) + int(client.hlen(UNACKED))
 
 
 class KeysInRedis:
@@ -234,16 +263,18 @@ def fingerprint(key: str) -> int:
     return int(key[:16], 16)
 
 
-def keys_in_redis(client: redis.Redis, queue: str, page: int = 100) -> KeysInRedis:
-    """Result keys that have a message waiting or held, read a page of messages at a time."""
+def keys_in_redis(client: redis.Redis, queues: str | Iterable[str], page: int = 100) -> KeysInRedis:
+    """Result keys that have a message waiting (in any of the queues) or held, read a page of
+    messages at a time."""
     runs: list[array] = []
-    start = 0
-    while True:
-        raw = client.lrange(queue, start, start + page - 1)
-        runs.append(_sorted_run(raw))
-        if len(raw) < page:
-            break
-        start += page
+    for queue in [queues] if isinstance(queues, str) else queues:
+        start = 0
+        while True:
+            raw = client.lrange(queue, start, start + page - 1)
+            runs.append(_sorted_run(raw))
+            if len(raw) < page:
+                break
+            start += page
     held = []
     for _, message in client.hscan_iter(UNACKED, count=page):
         try:
@@ -280,3 +311,34 @@ def renew(client: redis.Redis, tags: Iterable[str], now: float) -> int:
     if stamps:
         client.zadd(UNACKED_INDEX, stamps, xx=True)
     return len(stamps)
+
+
+def _worker_key(base: str, name: str) -> str:
+    return f"{base}.worker:{name}"
+
+
+def heartbeat(client: redis.Redis, settings: Settings, name: str, since: float) -> None:
+    """Say that this worker is alive and which model it serves, for 3 heartbeats."""
+    about = {"model": settings.model_name, "queue": home(settings), "since": since}
+    client.set(_worker_key(settings.queue, name), json.dumps(about), ex=int(3 * HEARTBEAT_S))
+
+
+def gone(client: redis.Redis, settings: Settings, name: str) -> None:
+    """A worker that stops says so at once."""
+    client.delete(_worker_key(settings.queue, name))
+
+
+def live_workers(client: redis.Redis, base: str) -> dict[str, dict]:
+    """The workers whose heartbeat is fresh: {name: {model, queue, since}}."""
+    found = {}
+    prefix = _worker_key(base, "")
+    for key in client.scan_iter(match=prefix.replace("[", "\\[") + "*", count=1000):
+        raw = client.get(key)
+        try:
+            about = json.loads(raw) if raw else None
+        except ValueError:
+            about = None
+        if isinstance(about, dict):
+            name = key.decode() if isinstance(key, bytes) else key
+            found[name[len(prefix) :]] = about
+    return found

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from core import queue
 from core.settings import Settings
-from core.tables import is_pending, lease_lapsed, results, utcnow
+from core.tables import batch_rollups, batches, is_pending, lease_lapsed, results, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +51,33 @@ def sweep(
     commit and push) is found by `summarize requeue`, which always compares in full.
     """
     lost_data = bool(client.set(queue.marker(settings.queue), "1", nx=True))
-    if not lost_data and queue.messages_in_redis(client, settings.queue):
+    queues = [queue.queue_for(settings.queue, m) for m in pending_models(db)]
+    if not lost_data and queue.messages_in_redis(client, queues or [queue.home(settings)]):
         return Requeued(0, 0)
     return requeue_stranded(db, client, settings, older_than_s=older_than_s, batch=batch)
+
+
+def queued_by_model(db: sa.Engine) -> dict[str, int]:
+    """Documents queued per model, from the batch rollups (a row per batch, not per document)."""
+    query = (
+        sa.select(batches.c.model, sa.func.sum(batch_rollups.c.queued))
+        .join(batch_rollups, batch_rollups.c.batch == batches.c.name)
+        .group_by(batches.c.model)
+    )
+    with db.connect() as conn:
+        return {model: int(count or 0) for model, count in conn.execute(query)}
+
+
+def pending_models(db: sa.Engine) -> list[str]:
+    """The models that have documents queued or running, from the batch rollups (cheap)."""
+    query = (
+        sa.select(batches.c.model)
+        .join(batch_rollups, batch_rollups.c.batch == batches.c.name)
+        .where((batch_rollups.c.queued + batch_rollups.c.running) > 0)
+        .distinct()
+    )
+    with db.connect() as conn:
+        return sorted(conn.execute(query).scalars())
 
 
 def requeue_stranded(
@@ -76,29 +100,34 @@ def requeue_stranded(
     # a row a live worker holds under its lease is not stranded
     unheld = sa.or_(results.c.status == "queued", lease_lapsed(now))
     query = (
-        sa.select(results.c.result_key, sa.func.count())
+        sa.select(results.c.result_key, results.c.model, sa.func.count())
         .where(is_pending, unheld, results.c.created_at < cutoff)
-        .group_by(results.c.result_key)
+        .group_by(results.c.result_key, results.c.model)
     )
     if batch is not None:
         query = query.where(results.c.batch == batch)
     present: queue.KeysInRedis | None = None  # read once a pending row is found
-    stranded = bytearray()  # their keys, 32 bytes each
+    stranded: dict[str, bytearray] = {}  # by model: their keys, 32 bytes each
     rows = 0
     with db.connect() as conn:
         for page in conn.execution_options(yield_per=PAGE_ROWS).execute(query).partitions():
             if present is None:  # after the rows are read: a message that was pushed for
-                present = queue.keys_in_redis(client, settings.queue)  # them is seen
-            for key, count in page:
+                queues = {queue.home(settings)}  # them is seen, in its model's queue
+                queues |= {queue.queue_for(settings.queue, m) for m in pending_models(db)}
+                present = queue.keys_in_redis(client, sorted(queues))
+            for key, model, count in page:
                 if key is not None and key not in present:
-                    stranded += bytes.fromhex(key)
+                    stranded.setdefault(model, bytearray()).extend(bytes.fromhex(key))
                     rows += count
     step = PAGE_ROWS * queue.KEY_BYTES
-    for start in range(0, len(stranded), step):
-        piece = stranded[start : start + step]
-        keys = [piece[i : i + queue.KEY_BYTES].hex() for i in range(0, len(piece), queue.KEY_BYTES)]
-        queue.commit_then_push(settings, db, _waiting_again(keys, unheld))
-    documents = len(stranded) // queue.KEY_BYTES
+    for model, keys_of_model in stranded.items():
+        for start in range(0, len(keys_of_model), step):
+            piece = keys_of_model[start : start + step]
+            keys = [
+                piece[i : i + queue.KEY_BYTES].hex() for i in range(0, len(piece), queue.KEY_BYTES)
+            ]
+            queue.commit_then_push(settings, db, _waiting_again(keys, unheld), model=model)
+    documents = sum(len(k) for k in stranded.values()) // queue.KEY_BYTES
     if documents:
         log.warning(
             "requeued %d stranded documents (%d rows) with no message in Redis", documents, rows

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from core import queue, retention
 from core.settings import Settings
-from core.tables import results, utcnow
+from core.tables import batches, results, utcnow
 
 CANCELLED = "cancelled by summarize cancel"
 
@@ -25,6 +25,8 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
     failed = sa.and_(results.c.batch == batch, results.c.status == "failed")
     retryable = sa.and_(failed, results.c.content_hash.is_not(None))
     counts = {}
+    with db.connect() as conn:  # its documents go to its model's queue, whoever retries
+        model = conn.execute(sa.select(batches.c.model).where(batches.c.name == batch)).scalar()
 
     def write(conn: sa.Connection) -> list[str]:
         counts["unreadable"] = conn.execute(
@@ -58,7 +60,7 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
             .values(status="failed", error=RETRY_UNSENT, finished_at=utcnow())
         )
 
-    keys = queue.commit_then_push(settings, db, write, failed_again)
+    keys = queue.commit_then_push(settings, db, write, failed_again, model=model)
     return Retried(len(keys), counts["rows"], counts["unreadable"])
 
 

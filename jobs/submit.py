@@ -318,7 +318,7 @@ def _submit_chunk(
             )
 
     try:
-        queued = queue.commit_then_push(settings, db, write, take_back)
+        queued = queue.commit_then_push(settings, db, write, take_back, model=prompt.model)
     except sa.exc.OperationalError as exc:
         raise unavailable(settings, exc) from exc
     report.submitted += len(queued)

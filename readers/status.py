@@ -111,6 +111,27 @@ def batch_status(db: sa.Engine, names: list[str]) -> list[BatchStatus]:
     return [by_name[name] for name in names if name in by_name]
 
 
+def serving(workers: dict[str, dict]) -> dict[str, int]:
+    """Live workers per model, from their heartbeats (core/queue.live_workers)."""
+    counts: dict[str, int] = {}
+    for about in workers.values():
+        model = str(about.get("model"))
+        counts[model] = counts.get(model, 0) + 1
+    return counts
+
+
+def unserved(queued: dict[str, int], workers: dict[str, dict]) -> list[str]:
+    """A line for each model whose documents wait with no live worker running it."""
+    served = serving(workers)
+    return [
+        f"{count:,} {'document waits' if count == 1 else 'documents wait'} for model {model!r}, "
+        "which no live worker serves: start one "
+        f"with SUMMARIZE_MODEL={model} summarize worker"
+        for model, count in sorted(queued.items())
+        if count and not served.get(model)
+    ]
+
+
 def latest_batches(db: sa.Engine, limit: int = 5) -> list[str]:
     with db.connect() as conn:
         return list(

@@ -86,6 +86,11 @@ def main() -> None:
     help="In .jsonl and .csv files: the field holding each record's id (results.doc_id).",
 )
 @click.option(
+    "--model",
+    metavar="NAME",
+    help="This batch's model (default: SUMMARIZE_MODEL); only workers running it take it.",
+)
+@click.option(
     "--prompt", metavar="TEXT", help="This batch's instruction (default: SUMMARIZE_PROMPT)."
 )
 @click.option(
@@ -130,6 +135,7 @@ def submit(
     follow_links: bool,
     text_field: str,
     id_field: str,
+    model: str | None,
     prompt: str | None,
     prompt_file: Path | None,
     max_tokens: int | None,
@@ -156,6 +162,7 @@ def submit(
           --max-tokens 200 --meta team=research --meta source=arxiv
       summarize submit papers/ --prompt-file prompts/abstract.txt --max-sentences 2
       summarize submit papers/ --schema samples/schemas/paper.json --max-tokens 256
+      summarize submit contracts/ --model Qwen/Qwen2.5-1.5B-Instruct   # its workers only
     """
     from core import broker, database
     from core.settings import read_prompt_file
@@ -169,6 +176,7 @@ def submit(
     if prompt_file is not None:
         prompt = read_prompt_file(prompt_file, "--prompt-file")
     settings = Settings.for_command(ctx).with_changes(
+        model=model.strip() if model and model.strip() else None,
         instruction=prompt.strip() if prompt else None,
         max_tokens=max_tokens,
         max_sentences=max_sentences,
@@ -336,6 +344,7 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
       summarize status nightly-2026-11-29 --json
     """
     from core import database
+    from core.requeue import queued_by_model
     from readers import status as statuses
 
     settings = Settings.for_command(ctx)
@@ -344,10 +353,32 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     found = statuses.batch_status(db, names)
     if batch and not found:
         raise SummarizeError(f"No batch named {batch!r}: `summarize status` lists the latest ones.")
+    workers = _live_workers(settings)
     if as_json:
-        click.echo(json.dumps([s.as_json() for s in found], indent=2))
+        served = statuses.serving(workers) if workers is not None else None
+        rows = [
+            s.as_json() | {"workers": served.get(s.model, 0) if served is not None else None}
+            for s in found
+        ]
+        click.echo(json.dumps(rows, indent=2))
         return
     click.echo(statuses.table(found, statuses.STATUS_TABLE))
+    if workers is not None:
+        for line in statuses.unserved(queued_by_model(db), workers):
+            click.echo(line)
+
+
+def _live_workers(settings: Settings) -> dict[str, dict] | None:
+    """The live workers by their heartbeats, or None when Redis does not answer now."""
+    from core import broker, queue
+
+    client = broker.reach(settings)
+    if client is None:
+        return None
+    try:
+        return queue.live_workers(client, settings.queue)
+    finally:
+        client.close()
 
 
 @main.command("requeue")

@@ -90,14 +90,14 @@ def check_redis(settings: Settings) -> Check:
         with broker.session(settings) as client:
             info = client.info()
             config = client.config_get("maxmemory-policy") if not settings.embedded_broker else {}
-            waiting = queue.waiting(client, settings.queue)
+            waiting = queue.waiting(client, queue.home(settings))
     except SummarizeError as exc:
         return Check("redis", False, str(exc))
     except Exception as exc:  # noqa: BLE001 - e.g. CONFIG refused by a managed Redis
         return Check("redis", False, f"{broker.describe(settings)} answered but failed: {exc}")
     found = (
         f"{broker.describe(settings)}, Redis {info.get('redis_version')}, "
-        f"{waiting:,} messages (chunks of documents) waiting in {settings.queue!r}"
+        f"{waiting:,} messages (chunks of documents) waiting in {queue.home(settings)!r}"
     )
     unchecked = broker.unchecked_certificates(settings)
     if unchecked:
@@ -111,6 +111,34 @@ def check_redis(settings: Settings) -> Check:
             "queued messages under memory pressure: set maxmemory-policy noeviction",
         )
     return Check("redis", True, found)
+
+
+def check_workers(settings: Settings) -> Check:
+    """Whether every model with documents queued has a live worker (by their heartbeats)."""
+    from core import broker, database, queue
+    from core.requeue import queued_by_model
+    from readers.status import serving, unserved
+
+    db = database.connect(settings)
+    try:
+        client = broker.reach(settings)
+        if client is None:
+            return Check("workers", True, "no live worker (Redis is not running here)")
+        try:
+            live = queue.live_workers(client, settings.queue)
+        finally:
+            client.close()
+        queued = queued_by_model(db)
+    except Exception as exc:  # noqa: BLE001 - the checks above say what is wrong with either
+        return Check("workers", False, f"cannot tell which models are served: {exc}")
+    finally:
+        db.dispose()
+    lines = unserved(queued, live)
+    served = ", ".join(f"{model} ×{n}" for model, n in sorted(serving(live).items()))
+    found = f"{len(live)} live worker(s)" + (f": {served}" if served else "")
+    if lines:
+        return Check("workers", False, f"{found}; " + "; ".join(lines))
+    return Check("workers", True, f"{found}; no documents wait for a model none serves")
 
 
 ECHO_FOUND = "echo: the instant engine, no model (summaries are each document's first sentence)"
@@ -198,6 +226,7 @@ def run_checks() -> list[Check]:
     checks: list[Callable[[], Check]] = [
         lambda: check_database(settings),
         lambda: check_redis(settings),
+        lambda: check_workers(settings),
         lambda: check_model(settings),
         check_engine,
         lambda: check_memory(settings),

@@ -266,16 +266,18 @@ def test_a_batch_submitted_without_a_sentence_limit_asks_for_none(
     assert list(engine.max_sentences.values()) == [None]
 
 
-def test_a_document_for_another_model_fails_with_the_fix(settings, db, tmp_path, run_drain):
+def test_a_document_for_another_model_is_left_queued_for_a_worker_running_it(
+    settings, db, tmp_path, run_drain
+):
     (key,) = submitted(settings, db, tmp_path, {"a.txt": "alpha"}).values()
-    drain = run_drain(FakeEngine())
+    engine = FakeEngine()
+    drain = run_drain(engine)
     drain.model = "other-model"
 
-    assert drain.summarize(key).result(WAIT_S).status == "failed"
-    assert rows(db)["a.txt"].error == (
-        "submitted for model 'SmolLM2-135M-Instruct' but this worker runs 'other-model': "
-        "start a worker with SUMMARIZE_MODEL=SmolLM2-135M-Instruct"
-    )
+    assert drain.summarize(key).result(WAIT_S) is Signal.SKIPPED
+    row = rows(db)["a.txt"]
+    assert (row.status, row.attempts, row.error, row.claimed_by) == ("queued", 0, None, None)
+    assert engine.added == []
 
 
 def test_when_the_engine_dies_nothing_is_written_and_the_worker_hands_everything_back(

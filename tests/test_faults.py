@@ -20,6 +20,7 @@ import pytest
 import redis
 from sqlalchemy.engine import make_url
 
+from core.queue import queue_for
 from tests.conftest import POSTGRES_URL, _reset_postgres
 from tests.services import RedisServer, TcpProxy
 from tests.stack import Worker, cli, copy_lee, rows
@@ -232,6 +233,7 @@ def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, 
         (corpus / name).write_text(f"{name!r}: the council approved the budget on Tuesday.\n")
     marker = tmp_path / "pickle-was-executed"
     client = server.client()
+    home = queue_for(queue_name, str(model))  # the queue of the worker's model
     body = base64.b64encode(pickle.dumps(((), {"key": Exploit(str(marker))}, {}))).decode()
     envelope = {
         "body": body,
@@ -248,14 +250,14 @@ def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, 
         "properties": {
             "delivery_tag": "evil-tag",
             "body_encoding": "base64",
-            "delivery_info": {"exchange": "", "routing_key": queue_name},
+            "delivery_info": {"exchange": "", "routing_key": home},
         },
     }
-    client.lpush(queue_name, json.dumps(envelope))
+    client.lpush(home, json.dumps(envelope))
     forgeries = [[["a" * 64]], 7, None, "not keys", ["x" * 43], [{"key": 1}]]
     for i, keys in enumerate(forgeries):  # JSON, well formed, with keys no chunk can have
         forged = json.dumps([[], {"keys": keys}, {"callbacks": None, "errbacks": None}])
-        client.lpush(queue_name, json.dumps(_json_envelope(forged, queue_name, f"forged-{i}")))
+        client.lpush(home, json.dumps(_json_envelope(forged, home, f"forged-{i}")))
 
     submitted = cli(env, "submit", str(corpus), "--batch", "outage")
     assert submitted.returncode == 0, submitted.stderr
@@ -276,7 +278,7 @@ def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, 
         worker.signal(signal.SIGTERM)
         assert worker.wait(120) == 0, worker.tail()
         log = worker.log_path.read_text(errors="replace")
-        left = server.client().llen(queue_name)
+        left = server.client().llen(home)
     finally:
         worker.kill()
         server.stop()

@@ -55,7 +55,6 @@ def test_written_outcomes_are_counted_by_status_tokens_and_reason():
     ("error", "reason"),
     [
         ("gave up after 3 attempts: the worker stopped", "worker_died"),
-        ("submitted for model 'a' but this worker runs 'b': start a worker", "wrong_model"),
         (TEXT_GONE, "text_gone"),
         ("RuntimeError: CUDA out of memory", "engine_error"),
         (None, "engine_error"),

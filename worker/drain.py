@@ -184,13 +184,17 @@ class Drain:
         more than one attempt) is a suspect: unless running `apart`, it is given back with its
         attempt uncounted, and waits to run apart."""
         claims = self.recorder.claim(keys)
+        others = {k: c for k, c in claims.items() if c.model != self.model}
+        if others:  # a message from before queues were per model, or sent by hand
+            self._give_back(others)
+            claims = {k: c for k, c in claims.items() if k not in others}
         suspects = {} if apart else {k: c for k, c in claims.items() if c.attempts > 1}
         if suspects:
             self.recorder.release(list(suspects))
             for key, claim in suspects.items():
                 self._admission.suspect(key, claim.attempts - 1)
         for key in keys:
-            if key in suspects:
+            if key in suspects or key in others:
                 continue
             claim = claims.get(key)
             if claim is None:  # finished already (a message delivered twice) or cancelled
@@ -214,6 +218,21 @@ class Drain:
             self.admitted += 1
             faults.crash_if_poison(claim.body)
 
+    def _give_back(self, others: dict[str, Claim]) -> None:
+        """Documents of another model: left queued, attempt uncounted, for a worker running
+        it (the requeue sweep sends them to their model's queue; `summarize requeue` at once)."""
+        self.recorder.release(list(others))
+        models = sorted({c.model for c in others.values()})
+        log.warning(
+            "%d document(s) for model %s reached this worker (model %r): left queued for a "
+            "worker running it",
+            len(others),
+            ", ".join(map(repr, models)),
+            self.model,
+        )
+        for key in others:
+            self._tickets.settle(key, Signal.SKIPPED)
+
     def _refuse(self, claim: Claim) -> Outcome | None:
         if claim.attempts > self.max_attempts:
             return Outcome(
@@ -221,13 +240,6 @@ class Drain:
                 "failed",
                 error=f"gave up after {self.max_attempts} attempts: the worker stopped "
                 "(killed or crashed) while summarizing it each time",
-            )
-        if claim.model != self.model:
-            return Outcome(
-                claim.key,
-                "failed",
-                error=f"submitted for model {claim.model!r} but this worker runs {self.model!r}: "
-                f"start a worker with SUMMARIZE_MODEL={claim.model}",
             )
         return None
 

@@ -11,6 +11,7 @@ its messages and rows come back within one visibility timeout.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -30,10 +31,12 @@ class Leases:
         held: Callable[[], Iterable[str]],
         interval_s: float,
         rows: Callable[[], object] = lambda: None,
+        beat: Callable[[redis.Redis], object] = lambda client: None,
     ):
         self.client = client
         self.held = held
         self.rows = rows  # renews the leases of the rows in hand
+        self.beat = beat  # the worker's heartbeat (core/queue.py)
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="leases", daemon=True)
@@ -41,16 +44,20 @@ class Leases:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, farewell: Callable[[redis.Redis], object] = lambda client: None) -> None:
         self._stop.set()
         self._thread.join(5)
+        with contextlib.suppress(redis.RedisError, OSError):  # else the heartbeat runs out
+            farewell(self.client)
         self.client.close()
 
     def renew(self) -> int:
         return queue.renew(self.client, self.held(), time.time())
 
     def _run(self) -> None:
+        self._beat()
         while not self._stop.wait(self.interval_s):
+            self._beat()
             try:
                 self.renew()
             except (redis.RedisError, OSError) as exc:
@@ -59,3 +66,9 @@ class Leases:
                 self.rows()
             except Exception as exc:  # noqa: BLE001 - the database may be away: next time
                 log.warning("could not renew the leases of running rows: %s", exc)
+
+    def _beat(self) -> None:
+        try:
+            self.beat(self.client)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("could not send the worker's heartbeat: %s", exc)

@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core.errors import SettingsError
-from core.tables import batch_rollups, batches
+from core.requeue import queued_by_model
 from worker.recorder import TEXT_GONE, Outcome
 
 log = logging.getLogger("summarize.worker")
@@ -37,7 +37,6 @@ RETRIES = Counter("summarize_retries", "Documents queued again after a failed at
 REASONS = (
     ("document too long", "too_long"),
     ("gave up after", "worker_died"),
-    ("submitted for model", "wrong_model"),
     (TEXT_GONE[:40], "text_gone"),
 )
 
@@ -104,13 +103,7 @@ class Live(Collector):
         yield queued
 
     def _queued(self) -> list[tuple[str, int]]:
-        query = (
-            sa.select(batches.c.model, sa.func.sum(batch_rollups.c.queued))
-            .join(batch_rollups, batch_rollups.c.batch == batches.c.name)
-            .group_by(batches.c.model)
-        )
-        with self.db.connect() as conn:
-            return [(model, int(count or 0)) for model, count in conn.execute(query)]
+        return list(queued_by_model(self.db).items())
 
 
 def serve(host: str, port: int) -> Live:

@@ -53,7 +53,8 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
     ):  # says how to fetch the model when it is missing
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder needs no hub
     with broker.session(settings) as client:
-        log.info("queue %r on %s", settings.queue, broker.describe(settings))
+        home = queue.home(settings)  # this model's queue: only its documents come here
+        log.info("queue %r on %s", home, broker.describe(settings))
         live = None
         if settings.metrics_port is not None:  # the port first: a busy one fails in a second
             from worker import metrics
@@ -69,12 +70,15 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         app = configure(settings)
         stopping = threading.Event()  # a stop was asked for (SIGTERM, SIGINT)
         _on_shutdown(lambda: (stopping.set(), drain.begin_shutdown(settings.stop_grace_s)))
-        _on_ready(lambda: log.info("%s: taking documents from queue %r", READY, settings.queue))
+        _on_ready(lambda: log.info("%s: taking documents from queue %r", READY, home))
+        name = f"summarize-{os.getpid()}@{socket.gethostname()}"
+        since = time.time()
         leases = Leases(
             broker.connect(settings),
             lambda: drain.held | _scheduled_tags(),
-            settings.visibility_timeout_s / 4,
+            min(settings.visibility_timeout_s / 4, queue.HEARTBEAT_S),
             rows=lambda: drain.recorder.renew(drain.claimed),
+            beat=lambda client: queue.heartbeat(client, settings, name, since),
         )
         leases.start()
         stop = threading.Event()
@@ -85,9 +89,9 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         worker = app.Worker(
             pool="threads",
             concurrency=messages,
-            queues=[settings.queue],
+            queues=[home],
             loglevel=loglevel,
-            hostname=f"summarize-{os.getpid()}@{socket.gethostname()}",
+            hostname=name,
             without_mingle=True,
             without_gossip=True,
             quiet=True,
@@ -99,7 +103,7 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
             watcher.start()
         worker.start()
         stop.set()
-        leases.stop()
+        leases.stop(farewell=lambda client: queue.gone(client, settings, name))
         drain.stop()
         log.info("stopped: %d documents admitted, %d written", drain.admitted, drain.recorded)
         return _exit_status(worker.exitcode or 0, stopping.is_set(), drain)
@@ -170,7 +174,7 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
         time.sleep(0.5)
         try:
             # Unacknowledged messages are in a worker's hands, or come back when it died.
-            queued = queue.messages_in_redis(client, settings.queue)
+            queued = queue.messages_in_redis(client, queue.home(settings))
         except (redis.RedisError, OSError):
             idle_since = None
             continue
