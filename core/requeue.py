@@ -18,7 +18,7 @@ from datetime import timedelta
 import redis
 import sqlalchemy as sa
 
-from core import queue
+from core import queue, retention
 from core.settings import Settings
 from core.tables import batch_rollups, batches, is_pending, lease_lapsed, results, utcnow
 
@@ -50,11 +50,50 @@ def sweep(
     the sweep costs two Redis commands. A message lost alone (a producer killed between
     commit and push) is found by `summarize requeue`, which always compares in full.
     """
+    expire_overdue(db, keep_texts=settings.keep_texts)
     lost_data = bool(client.set(queue.marker(settings.queue), "1", nx=True))
     queues = [queue.queue_for(settings.queue, m) for m in pending_models(db)]
     if not lost_data and queue.messages_in_redis(client, queues or [queue.home(settings)]):
         return Requeued(0, 0)
     return requeue_stranded(db, client, settings, older_than_s=older_than_s, batch=batch)
+
+
+EXPIRED = (
+    "expired: not summarized before the batch's --expire-after passed "
+    "(submit it again, or with a longer --expire-after)"
+)
+
+
+def expire_overdue(db: sa.Engine, *, keep_texts: bool = False) -> int:
+    """End the queued documents of batches whose `expires_at` has passed: `cancelled`, with
+    the error EXPIRED (running ones finish). Part of every sweep; returns how many."""
+    now = utcnow()
+    overdue = (  # only batches with documents queued: a batch expired long ago costs nothing
+        sa.select(batches.c.name)
+        .join(batch_rollups, batch_rollups.c.batch == batches.c.name)
+        .where(batches.c.expires_at < now, batch_rollups.c.queued > 0)
+    )
+    with db.begin() as conn:
+        names = list(conn.execute(overdue).scalars())
+        if not names:
+            return 0
+        ended = conn.execute(
+            results.update()
+            .where(results.c.batch.in_(names), results.c.status == "queued")
+            .values(status="cancelled", finished_at=now, error=EXPIRED)
+        ).rowcount
+        if ended and not keep_texts:
+            retention.drop_texts(
+                conn,
+                sa.select(results.c.content_hash).where(
+                    results.c.batch.in_(names),
+                    results.c.status == "cancelled",
+                    results.c.finished_at == now,
+                ),
+            )
+    if ended:
+        log.warning("%d queued documents expired (batches %s)", ended, ", ".join(names))
+    return ended
 
 
 def queued_by_model(db: sa.Engine) -> dict[str, int]:

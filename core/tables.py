@@ -108,6 +108,8 @@ class Batch(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # what `submit --meta KEY=VALUE` attached, as a JSON object (migration 0008)
     meta: Mapped[str | None] = mapped_column("metadata", Text, nullable=True)
+    # documents still queued then end cancelled as expired (submit --expire-after; 0008)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class Prompt(Base):

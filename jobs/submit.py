@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import redis
 import sqlalchemy as sa
@@ -136,6 +136,23 @@ class Prompt:
 SCHEMA_NOTE = "Answer in JSON."
 
 
+DURATION = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_s(text: str) -> float:
+    """`90s`, `45m`, `24h`, `7d`, or plain seconds, as seconds; ValueError with the forms."""
+    given = text.strip().lower()
+    unit = DURATION.get(given[-1:])
+    number = given[:-1] if unit else given
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise ValueError(f"{text!r} is not a duration: write 90s, 45m, 24h or 7d")
+    return seconds
+
+
 def read_schema(path: str | os.PathLike) -> dict:
     """A JSON schema from a file, checked enough to say plainly what is wrong with it."""
     try:
@@ -168,7 +185,13 @@ def count_files(paths: Iterable[str], follow_links: bool = False) -> int:
     return sum(1 for found in corpus.walk(paths, follow_links) if found.kind == "document")
 
 
-def ensure_batch(db: sa.Engine, name: str, prompt: Prompt, meta: dict | None = None) -> None:
+def ensure_batch(
+    db: sa.Engine,
+    name: str,
+    prompt: Prompt,
+    meta: dict | None = None,
+    expire_after_s: float | None = None,
+) -> None:
     """Create the batch, or check that an existing one used the same model, prompt and
     metadata (`--meta`; a later submit may leave it out)."""
     longest = batches.c.name.type.length
@@ -197,6 +220,9 @@ def ensure_batch(db: sa.Engine, name: str, prompt: Prompt, meta: dict | None = N
                     prompt_hash=prompt.hash,
                     created_at=utcnow(),
                     metadata=_json(meta) if meta else None,
+                    expires_at=utcnow() + timedelta(seconds=expire_after_s)
+                    if expire_after_s
+                    else None,
                 )
             )
         elif (row.model, row.prompt_hash) != (prompt.model, prompt.hash):
@@ -227,13 +253,14 @@ def submit(
     fields: records.Fields = records.DEFAULT_FIELDS,
     meta: dict | None = None,
     schema: dict | None = None,
+    expire_after_s: float | None = None,
 ) -> SubmitReport:
     """Record `paths` as rows of `batch` and queue every document that needs a summary.
 
     `on_file` is called after each file (a record file's records all read); with `schema`,
     every summary is JSON of that schema."""
     prompt = Prompt.from_settings(settings, schema)
-    ensure_batch(db, batch, prompt, meta)
+    ensure_batch(db, batch, prompt, meta, expire_after_s)
     report = SubmitReport(batch)
     chunk: list[Text | Unreadable] = []
     chunk_bytes = 0

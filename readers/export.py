@@ -85,6 +85,7 @@ def write(rows_: Iterator[dict], out: TextIO, fmt: str, json_prompts=frozenset()
 UNREAD = (400, "invalid_request_error")  # failed before it was read: the input was the problem
 FAILED = (500, "server_error")  # failed in the worker
 CANCELLED_ERROR = "batch_cancelled"
+EXPIRED_ERROR = "batch_expired"  # cancelled by the batch's --expire-after (core/requeue.py)
 
 
 def openai_line(row: dict) -> dict:
@@ -93,7 +94,9 @@ def openai_line(row: dict) -> dict:
     line = {"id": f"batch_req_{row['id']}", "custom_id": row["doc_id"] or row["source_path"]}
     request_id = f"summarize-{row['id']}"
     if row["status"] == "cancelled":
-        error = {"code": CANCELLED_ERROR, "message": row["error"] or "cancelled"}
+        expired = (row["error"] or "").startswith("expired")
+        code = EXPIRED_ERROR if expired else CANCELLED_ERROR
+        error = {"code": code, "message": row["error"] or "cancelled"}
         return line | {"response": None, "error": error}
     if row["status"] != "succeeded":
         status_code, kind = UNREAD if row["content_hash"] is None else FAILED

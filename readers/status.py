@@ -68,6 +68,8 @@ class BatchStatus:
         }
         for key in ("created_at", "first_started_at", "last_finished_at", "completed_at"):
             data[key] = data[key].isoformat() if data[key] else None
+        expires = data["settings"]["expires_at"]
+        data["settings"]["expires_at"] = as_utc(expires).isoformat() if expires else None
         return data
 
     @classmethod
@@ -88,7 +90,7 @@ class BatchStatus:
 
 
 QUALITY = [c.name for c in batch_quality.columns if c.name != "batch"]
-SETTINGS = ("instruction", "max_tokens", "max_sentences", "prompt_hash")
+SETTINGS = ("instruction", "max_tokens", "max_sentences", "prompt_hash", "expires_at")
 
 
 def batch_status(db: sa.Engine, names: list[str]) -> list[BatchStatus]:

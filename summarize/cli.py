@@ -120,6 +120,11 @@ def main() -> None:
     help="Summaries are JSON valid under this JSON schema (vLLM's structured outputs).",
 )
 @click.option(
+    "--expire-after",
+    metavar="DURATION",
+    help="Documents still queued this long after the batch began end as expired (24h, 90m, 7d).",
+)
+@click.option(
     "--meta",
     multiple=True,
     metavar="KEY=VALUE",
@@ -142,6 +147,7 @@ def submit(
     max_sentences: int | None,
     meta: tuple[str, ...],
     schema_file: Path | None,
+    expire_after: str | None,
 ) -> None:
     """Queue the documents under PATHS for summarizing.
 
@@ -163,6 +169,7 @@ def submit(
       summarize submit papers/ --prompt-file prompts/abstract.txt --max-sentences 2
       summarize submit papers/ --schema samples/schemas/paper.json --max-tokens 256
       summarize submit contracts/ --model Qwen/Qwen2.5-1.5B-Instruct   # its workers only
+      summarize submit tickets.jsonl --expire-after 24h   # like the hosted batch APIs
     """
     from core import broker, database
     from core.settings import read_prompt_file
@@ -191,6 +198,10 @@ def submit(
         ) from None
     fields = records.Fields(text=text_field, id=id_field)
     schema = submitting.read_schema(schema_file) if schema_file is not None else None
+    try:
+        expire_after_s = submitting.duration_s(expire_after) if expire_after else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--expire-after") from None
     name = batch_name or submitting.default_batch_name(paths)
     db = database.ready(settings)
     with broker.session(settings) as client:
@@ -209,6 +220,7 @@ def submit(
                 fields=fields,
                 meta=_pairs(meta),
                 schema=schema,
+                expire_after_s=expire_after_s,
             )
         _print_report(report, settings)
         if report.nothing_usable:

@@ -131,6 +131,7 @@ def test_a_batchs_own_prompt_length_and_metadata_are_kept_and_shown(env, db, tmp
         "max_tokens": 200,
         "max_sentences": None,
         "prompt_hash": hashes["bullets"],
+        "expires_at": None,
     }
     assert status["request_counts"] == {"total": 1, "completed": 0, "failed": 0, "cancelled": 0}
     assert status["completed_at"] is None
@@ -324,3 +325,54 @@ def test_summaries_of_a_schema_batch_are_exported_as_json_objects():
 
     summaries = [json.loads(line)["summary"] for line in out.getvalue().splitlines()]
     assert summaries == [{"points": ["a"]}, '{"points": ["a", "b', '{"points": ["a"]}']
+
+
+def test_documents_still_queued_when_a_batch_expires_end_as_expired(env, settings, db, tmp_path):
+    from datetime import timedelta
+
+    from core.requeue import EXPIRED, sweep
+    from core.tables import utcnow
+    from readers.views import as_utc
+
+    for name in ("a.txt", "b.txt", "c.txt"):
+        write(tmp_path / "in", name, f"Document {name}.")
+    write(tmp_path / "other", "d.txt", "Another batch's document.")
+    result = run(env, "submit", str(tmp_path / "in"), "--batch", "day", "--expire-after", "24h")
+    run(env, "submit", str(tmp_path / "other"), "--batch", "forever")
+    assert result.exit_code == 0, result.output
+    with db.begin() as conn:
+        (expires,) = conn.execute(
+            sa.select(batches.c.expires_at).where(batches.c.name == "day")
+        ).one()
+        conn.execute(  # one document is running; then the day passes
+            results.update().where(results.c.source_path.like("%b.txt")).values(status="running")
+        )
+        conn.execute(
+            batches.update()
+            .where(batches.c.name == "day")
+            .values(expires_at=utcnow() - timedelta(seconds=1))
+        )
+    client = redis.Redis.from_url(settings.broker_url)
+
+    sweep(db, client, settings, older_than_s=3600)
+
+    found = {p: (r.status, r.error) for p, r in rows_by_path(db).items()}
+    assert found == {
+        "a.txt": ("cancelled", EXPIRED),
+        "b.txt": ("running", None),  # running documents finish
+        "c.txt": ("cancelled", EXPIRED),
+        "d.txt": ("queued", None),
+    }
+    assert abs((as_utc(expires) - utcnow()).total_seconds() - 86400) < 120
+    errors = [
+        json.loads(line)
+        for line in run(
+            env, "results", "--batch", "day", "--format", "openai", "--errors-only"
+        ).output.splitlines()
+    ]
+    assert [(e["response"], e["error"]["code"]) for e in errors] == [(None, "batch_expired")] * 2
+    bad = run(env, "submit", str(tmp_path / "in"), "--expire-after", "soon")
+    assert (
+        "Invalid value for --expire-after: 'soon' is not a duration: write 90s, 45m, 24h or 7d"
+        in bad.output
+    )

