@@ -77,20 +77,9 @@ def expire_overdue(db: sa.Engine, *, keep_texts: bool = False) -> int:
         names = list(conn.execute(overdue).scalars())
         if not names:
             return 0
-        ended = conn.execute(
-            results.update()
-            .where(results.c.batch.in_(names), results.c.status == "queued")
-            .values(status="cancelled", finished_at=now, error=EXPIRED)
-        ).rowcount
-        if ended and not keep_texts:
-            retention.drop_texts(
-                conn,
-                sa.select(results.c.content_hash).where(
-                    results.c.batch.in_(names),
-                    results.c.status == "cancelled",
-                    results.c.finished_at == now,
-                ),
-            )
+        ended = retention.end_queued(
+            conn, results.c.batch.in_(names), error=EXPIRED, keep_texts=keep_texts
+        )
     if ended:
         log.warning("%d queued documents expired (batches %s)", ended, ", ".join(names))
     return ended

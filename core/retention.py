@@ -27,6 +27,7 @@ from core.tables import (
     batches,
     documents,
     results,
+    utcnow,
 )
 
 NEEDS_TEXT = ("queued", "running", "failed")
@@ -36,6 +37,25 @@ _needs_text = results.c.status.in_([sa.literal_column(f"'{s}'") for s in NEEDS_T
 _final = results.c.status.in_([sa.literal_column(f"'{s}'") for s in FINAL])
 
 Hashes = Iterable[str] | sa.Select
+
+
+def end_queued(conn: sa.Connection, rows: sa.ColumnElement, *, error: str, keep_texts: bool) -> int:
+    """End the queued ones of these rows `cancelled` with `error` (cancel, expiry), and drop
+    the texts no row needs any more; returns how many ended. Running rows finish."""
+    now = utcnow()
+    ended = conn.execute(
+        results.update()
+        .where(rows, results.c.status == "queued")
+        .values(status="cancelled", finished_at=now, error=error)
+    ).rowcount
+    if ended and not keep_texts:
+        drop_texts(
+            conn,
+            sa.select(results.c.content_hash).where(
+                rows, results.c.status == "cancelled", results.c.finished_at == now
+            ),
+        )
+    return ended
 
 
 def drop_texts(conn: sa.Connection, hashes: Hashes) -> int:

@@ -69,20 +69,7 @@ RETRY_UNSENT = "`summarize retry` could not reach Redis to queue it: run the ret
 
 def cancel(db: sa.Engine, batch: str, *, keep_texts: bool = False) -> int:
     """Mark the batch's queued rows cancelled; running ones finish. Returns how many."""
-    now = utcnow()
     with db.begin() as conn:
-        cancelled = conn.execute(
-            results.update()
-            .where(results.c.batch == batch, results.c.status == "queued")
-            .values(status="cancelled", finished_at=now, error=CANCELLED)
-        ).rowcount
-        if cancelled and not keep_texts:
-            retention.drop_texts(
-                conn,
-                sa.select(results.c.content_hash).where(
-                    results.c.batch == batch,
-                    results.c.status == "cancelled",
-                    results.c.finished_at == now,
-                ),
-            )
-        return cancelled
+        return retention.end_queued(
+            conn, results.c.batch == batch, error=CANCELLED, keep_texts=keep_texts
+        )
