@@ -884,7 +884,9 @@ def _readers(db) -> dict:
     grafana = json.loads((ROOT / "deploy/grafana/dashboards/summarize.json").read_text())
     for panel in grafana["panels"]:
         for target in panel.get("targets", []):
-            sql = re.sub(r"\$__timeFilter\((\w+)\)", rf"\1 >= {since}", target["rawSql"])
+            if "rawSql" not in target:  # a Prometheus panel: it reads the workers, not SQL
+                continue
+            sql = re.sub(r"\$__timeFilter\(([\w.]+)\)", rf"\1 >= {since}", target["rawSql"])
 
             def query(sql=sql):
                 with db.connect() as conn:
