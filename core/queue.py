@@ -332,7 +332,7 @@ def live_workers(client: redis.Redis, base: str) -> dict[str, dict]:
     """The workers whose heartbeat is fresh: {name: {model, queue, since}}."""
     found = {}
     prefix = _worker_key(base, "")
-    for key in client.scan_iter(match=prefix.replace("[", "\\[") + "*", count=1000):
+    for key in client.scan_iter(match=prefix + "*", count=1000):  # no glob signs in a queue name
         raw = client.get(key)
         try:
             about = json.loads(raw) if raw else None
@@ -342,3 +342,15 @@ def live_workers(client: redis.Redis, base: str) -> dict[str, dict]:
             name = key.decode() if isinstance(key, bytes) else key
             found[name[len(prefix) :]] = about
     return found
+
+
+def live_workers_now(settings: Settings) -> dict[str, dict] | None:
+    """The live workers, or None when Redis does not answer now (an embedded Redis is not
+    started for this): for readers that can do without it (`status`, `doctor`)."""
+    client = broker.reach(settings)
+    if client is None:
+        return None
+    try:
+        return live_workers(client, settings.queue)
+    finally:
+        client.close()

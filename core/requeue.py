@@ -52,8 +52,7 @@ def sweep(
     """
     expire_overdue(db, keep_texts=settings.keep_texts)
     lost_data = bool(client.set(queue.marker(settings.queue), "1", nx=True))
-    queues = [queue.queue_for(settings.queue, m) for m in pending_models(db)]
-    if not lost_data and queue.messages_in_redis(client, queues or [queue.home(settings)]):
+    if not lost_data and queue.messages_in_redis(client, _pending_queues(db, settings)):
         return Requeued(0, 0)
     return requeue_stranded(db, client, settings, older_than_s=older_than_s, batch=batch)
 
@@ -108,6 +107,12 @@ def pending_models(db: sa.Engine) -> list[str]:
         return sorted(conn.execute(query).scalars())
 
 
+def _pending_queues(db: sa.Engine, settings: Settings) -> list[str]:
+    """The queues documents may wait in: this process's model's, and each pending model's."""
+    models = {settings.model_name, *pending_models(db)}
+    return sorted({queue.queue_for(settings.queue, model) for model in models})
+
+
 def requeue_stranded(
     db: sa.Engine,
     client: redis.Redis,
@@ -140,9 +145,7 @@ def requeue_stranded(
     with db.connect() as conn:
         for page in conn.execution_options(yield_per=PAGE_ROWS).execute(query).partitions():
             if present is None:  # after the rows are read: a message that was pushed for
-                queues = {queue.home(settings)}  # them is seen, in its model's queue
-                queues |= {queue.queue_for(settings.queue, m) for m in pending_models(db)}
-                present = queue.keys_in_redis(client, sorted(queues))
+                present = queue.keys_in_redis(client, _pending_queues(db, settings))  # is seen
             for key, model, count in page:
                 if key is not None and key not in present:
                     stranded.setdefault(model, bytearray()).extend(bytes.fromhex(key))

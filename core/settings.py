@@ -21,6 +21,7 @@ DEFAULT_INSTRUCTION = (
     "Summarize the document below in two or three sentences. "
     "State its main facts plainly and add nothing that is not in it."
 )
+MAX_SUMMARY_TOKENS = 8192  # the longest summary anyone may ask for (env, --max-tokens, records)
 DEFAULT_SENTENCES = 3  # the default instruction's "two or three sentences", enforced
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 
@@ -135,7 +136,7 @@ class Settings:
         default=DEFAULT_INSTRUCTION, metadata={"env": "PROMPT", "parse": _text}
     )
     max_tokens: int | None = field(
-        default=None, metadata={"env": "MAX_TOKENS", "parse": _whole(1, 8192)}
+        default=None, metadata={"env": "MAX_TOKENS", "parse": _whole(1, MAX_SUMMARY_TOKENS)}
     )
     max_sentences: int | None = field(
         default=None, metadata={"env": "MAX_SENTENCES", "parse": _whole(0, 1000)}

@@ -12,6 +12,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from jobs import formats
 from jobs.markup import MARKDOWN_SUFFIXES, is_markdown, plain
@@ -192,43 +193,47 @@ def shown(path: str) -> str:
     return path
 
 
-def open_file(path: str, target: str | None = None) -> int | Unreadable:
-    """A descriptor of the file (`target`, for a link), opened without following a symlink
-    and without waiting (a FIFO never blocks); the caller checks it is a regular file."""
-    try:
-        return os.open(target or path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Unreadable(path, "a symlink where a file was expected: not followed")
-        return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
-
-
-def not_regular(mode: int) -> str | None:
-    """Why a file of this mode is not read, or None for a regular file."""
-    return None if stat.S_ISREG(mode) else f"not a regular file ({_kind(mode)}): not read"
-
-
-def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreadable:
-    """Read one file's text (UTF-8 text, Markdown, a web page, a PDF or a Word file), or say
-    plainly why it cannot be summarized.
-
-    The file (`target`, for a link) is opened without following a symlink and without
-    waiting, and must be a regular file: a FIFO or a device is refused, never read."""
+def open_regular(path: str, target: str | None = None) -> BinaryIO | Unreadable:
+    """The file (`target`, for a link) open for reading, or why it is not read: opened
+    without following a symlink and without waiting, and it must be a regular file with a
+    UTF-8 name, so a FIFO or a device is refused, never read."""
     if shown(path) != path:
         return Unreadable(
             shown(path), "file name is not UTF-8 (odd bytes shown as \\x..): rename the file"
         )
-    fd = open_file(path, target)
-    if isinstance(fd, Unreadable):
-        return fd
-    kind = formats.kind(path)
-    limit = max_bytes * (formats.CONTAINER_FACTOR if kind in ("pdf", "word") else 1)
     try:
-        with open(fd, "rb", closefd=True) as handle:
-            info = os.fstat(handle.fileno())
-            if not_regular(info.st_mode):
-                return Unreadable(path, not_regular(info.st_mode))
-            size = info.st_size
+        fd = os.open(target or path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Unreadable(path, "a symlink where a file was expected: not followed")
+        return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
+    try:
+        handle = open(fd, "rb", closefd=True)  # noqa: SIM115 - the caller closes it
+    except OSError as exc:  # a folder is refused by open() itself
+        os.close(fd)
+        return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
+    try:
+        mode = os.fstat(handle.fileno()).st_mode
+    except OSError as exc:
+        handle.close()
+        return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
+    if not stat.S_ISREG(mode):
+        handle.close()
+        return Unreadable(path, f"not a regular file ({_kind(mode)}): not read")
+    return handle
+
+
+def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreadable:
+    """Read one file's text (UTF-8 text, Markdown, a web page, a PDF or a Word file), or say
+    plainly why it cannot be summarized (`open_regular` says how it is opened)."""
+    handle = open_regular(path, target)
+    if isinstance(handle, Unreadable):
+        return handle
+    kind = formats.kind(path)
+    limit = max_bytes * (formats.CONTAINER_FACTOR if kind in formats.CONTAINERS else 1)
+    try:
+        with handle:
+            size = os.fstat(handle.fileno()).st_size
             if size > limit:
                 return Unreadable(path, _too_large(size, limit, kind))
             raw = handle.read(limit + 1)
@@ -269,7 +274,7 @@ def _text(path: str, body: str, max_bytes: int) -> Text | Unreadable:
 
 def _too_large(size: int | None, limit: int, kind: str | None) -> str:
     what = f"{size:,} bytes > {limit:,}" if size is not None else f"over {limit:,} bytes"
-    if kind in ("pdf", "word"):
+    if kind in formats.CONTAINERS:
         return (
             f"larger than {formats.CONTAINER_FACTOR} x SUMMARIZE_MAX_DOC_BYTES ({what}): "
             "split it or raise the limit"

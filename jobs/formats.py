@@ -19,6 +19,7 @@ PDF_SUFFIXES = (".pdf",)
 WORD_SUFFIXES = (".docx",)
 CONTAINER_SUFFIXES = (*PDF_SUFFIXES, *WORD_SUFFIXES)
 SUFFIXES = (*PAGE_SUFFIXES, *CONTAINER_SUFFIXES)
+CONTAINERS = ("pdf", "word")  # kinds whose file holds far more than its text
 CONTAINER_FACTOR = 20  # a PDF or .docx may be this many times SUMMARIZE_MAX_DOC_BYTES
 
 

@@ -18,13 +18,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from jobs.corpus import Text, Unreadable, not_regular, open_file, shown
+from core.settings import MAX_SUMMARY_TOKENS
+from jobs.corpus import Text, Unreadable, open_regular
 
-MAX_SUMMARY_TOKENS = 8192  # the largest max_tokens a request may ask for (as SUMMARIZE_MAX_TOKENS)
 CHAT_URL = "/v1/chat/completions"
 
 
@@ -41,20 +40,11 @@ DEFAULT_FIELDS = Fields()
 
 def read(path: str, max_bytes: int, fields: Fields, target: str | None = None):
     """Every record of a `.jsonl` or `.csv` file, as a Text or an Unreadable, in file order."""
-    if shown(path) != path:
-        yield Unreadable(
-            shown(path), "file name is not UTF-8 (odd bytes shown as \\x..): rename it"
-        )
+    handle = open_regular(path, target)
+    if isinstance(handle, Unreadable):
+        yield handle
         return
-    fd = open_file(path, target)
-    if isinstance(fd, Unreadable):
-        yield fd
-        return
-    with open(fd, "rb", closefd=True) as handle:
-        problem = not_regular(os.fstat(handle.fileno()).st_mode)
-        if problem:
-            yield Unreadable(path, problem)
-            return
+    with handle:
         if path.lower().endswith(".csv"):
             yield from _csv(handle, path, max_bytes, fields)
         else:
@@ -70,14 +60,9 @@ def _jsonl(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text |
             return
         number += 1
         where = f"{path}:{number}"
-        if len(line) > max_bytes and not line.endswith(b"\n"):
-            while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
-                pass  # the rest of the long line, read and let go
-            yield Unreadable(
-                where,
-                f"line {number}: longer than SUMMARIZE_MAX_DOC_BYTES "
-                f"({max_bytes:,} bytes): shorten the record or raise the limit",
-            )
+        too_long = _over_the_limit(handle, line, max_bytes)
+        if too_long:
+            yield Unreadable(where, f"line {number}: {too_long}")
             continue
         if not line.strip():
             continue
@@ -146,6 +131,16 @@ def row_lines(row: dict) -> int:
     return 1 + sum(v.count("\n") for v in row.values() if isinstance(v, str))
 
 
+def _over_the_limit(handle, line: bytes, limit: int) -> str | None:
+    """For a line read with readline(limit + 1) that was cut before its end: the rest of it
+    read and let go, and what is wrong with it; None for a whole line."""
+    if len(line) <= limit or line.endswith(b"\n"):
+        return None
+    while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+        pass
+    return f"longer than SUMMARIZE_MAX_DOC_BYTES ({limit:,} bytes): shorten the record or raise the limit"
+
+
 class _Lines:
     """A binary file's lines as text for the csv module, none read past the size limit; a
     line too long or not UTF-8 is noted by number (and given to csv blank or repaired)."""
@@ -165,13 +160,9 @@ class _Lines:
         self.number += 1
         if self.number == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]  # a byte order mark, as Excel writes
-        if len(raw) > self.limit and not raw.endswith(b"\n"):
-            while (rest := self.handle.readline(1 << 20)) and not rest.endswith(b"\n"):
-                pass  # the rest of the long line, read and let go
-            self.problems[self.number] = (
-                f"longer than SUMMARIZE_MAX_DOC_BYTES ({self.limit:,} bytes): shorten the "
-                "record or raise the limit"
-            )
+        too_long = _over_the_limit(self.handle, raw, self.limit)
+        if too_long:
+            self.problems[self.number] = too_long
             return "\n"
         try:
             return raw.decode("utf-8")

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
 import redis
 import sqlalchemy as sa
@@ -82,7 +84,7 @@ class Prompt:
     max_sentences: int = 0  # 0: no limit
     schema: str | None = None  # JSON schema text (submit --schema)
 
-    @property
+    @cached_property  # read for every document's key and row: worked out once per prompt
     def hash(self) -> str:
         return prompt_hash(self.instruction, self.max_tokens, self.max_sentences, self.schema)
 
@@ -148,7 +150,7 @@ def duration_s(text: str) -> float:
         seconds = float(number) * (unit or 1)
     except ValueError:
         seconds = -1.0
-    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+    if not (seconds > 0 and math.isfinite(seconds)):
         raise ValueError(f"{text!r} is not a duration: write 90s, 45m, 24h or 7d")
     return seconds
 

@@ -9,6 +9,7 @@ Tokens and speed count only documents the batch generated itself.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -115,11 +116,7 @@ def batch_status(db: sa.Engine, names: list[str]) -> list[BatchStatus]:
 
 def serving(workers: dict[str, dict]) -> dict[str, int]:
     """Live workers per model, from their heartbeats (core/queue.live_workers)."""
-    counts: dict[str, int] = {}
-    for about in workers.values():
-        model = str(about.get("model"))
-        counts[model] = counts.get(model, 0) + 1
-    return counts
+    return Counter(str(about.get("model")) for about in workers.values())
 
 
 def unserved(queued: dict[str, int], workers: dict[str, dict]) -> list[str]:

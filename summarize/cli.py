@@ -15,7 +15,7 @@ import click
 from core import errors
 from core.errors import SummarizeError
 from core.profiles import PROFILES
-from core.settings import Settings
+from core.settings import MAX_SUMMARY_TOKENS, Settings
 from readers.terminal import printable
 from summarize.dashboard import dashboard
 from summarize.doctor import doctor
@@ -101,7 +101,7 @@ def main() -> None:
 )
 @click.option(
     "--max-tokens",
-    type=click.IntRange(1, 8192),
+    type=click.IntRange(1, MAX_SUMMARY_TOKENS),
     metavar="N",
     help="This batch's summary length in tokens (default: the profile's, or SUMMARIZE_MAX_TOKENS).",
 )
@@ -355,7 +355,7 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     Example:
       summarize status nightly-2026-11-29 --json
     """
-    from core import database
+    from core import database, queue
     from core.requeue import queued_by_model
     from readers import status as statuses
 
@@ -365,7 +365,7 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     found = statuses.batch_status(db, names)
     if batch and not found:
         raise SummarizeError(f"No batch named {batch!r}: `summarize status` lists the latest ones.")
-    workers = _live_workers(settings)
+    workers = queue.live_workers_now(settings)
     if as_json:
         served = statuses.serving(workers) if workers is not None else None
         rows = [
@@ -378,19 +378,6 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     if workers is not None:
         for line in statuses.unserved(queued_by_model(db), workers):
             click.echo(line)
-
-
-def _live_workers(settings: Settings) -> dict[str, dict] | None:
-    """The live workers by their heartbeats, or None when Redis does not answer now."""
-    from core import broker, queue
-
-    client = broker.reach(settings)
-    if client is None:
-        return None
-    try:
-        return queue.live_workers(client, settings.queue)
-    finally:
-        client.close()
 
 
 @main.command("requeue")

@@ -115,19 +115,15 @@ def check_redis(settings: Settings) -> Check:
 
 def check_workers(settings: Settings) -> Check:
     """Whether every model with documents queued has a live worker (by their heartbeats)."""
-    from core import broker, database, queue
+    from core import database, queue
     from core.requeue import queued_by_model
     from readers.status import serving, unserved
 
     db = database.connect(settings)
     try:
-        client = broker.reach(settings)
-        if client is None:
+        live = queue.live_workers_now(settings)
+        if live is None:
             return Check("workers", True, "no live worker (Redis is not running here)")
-        try:
-            live = queue.live_workers(client, settings.queue)
-        finally:
-            client.close()
         queued = queued_by_model(db)
     except Exception as exc:  # noqa: BLE001 - the checks above say what is wrong with either
         return Check("workers", False, f"cannot tell which models are served: {exc}")

@@ -34,6 +34,13 @@ def openai_request(custom_id, text, system=None, **body) -> str:
     return json.dumps(request) + "\n"
 
 
+def summarize_every_row(db, drain) -> list:
+    """Hand the drain every document the table holds; each one's outcome, once settled."""
+    with db.connect() as conn:
+        keys = set(conn.execute(sa.select(results.c.result_key)).scalars())
+    return [drain.summarize(key).result(WAIT_S) for key in keys]
+
+
 def test_each_record_of_a_jsonl_or_csv_file_is_a_row_with_its_id_and_metadata(env, db, tmp_path):
     folder = tmp_path / "exports"
     write(
@@ -165,7 +172,6 @@ def test_bad_batch_settings_are_refused_with_the_fix(env, tmp_path):
         "Error: Profile 'throughput' cannot run: a summary of 5000 tokens leaves no room for the "
         "document in a 2048-token context: lower --max-tokens or raise SUMMARIZE_MAX_MODEL_LEN.\n"
     )
-    # fmt: skip
 
 
 def test_two_batches_in_flight_each_get_their_own_instruction_and_length(
@@ -186,10 +192,7 @@ def test_two_batches_in_flight_each_get_their_own_instruction_and_length(
     engine = FakeEngine()
     drain = run_drain(engine)
 
-    with db.connect() as conn:
-        keys = set(conn.execute(sa.select(results.c.result_key)).scalars())
-    for key in keys:
-        drain.summarize(key).result(WAIT_S)
+    summarize_every_row(db, drain)
 
     assert sorted(engine.asked) == [
         ("Explain it at length apples grow on trees", 50),
@@ -281,11 +284,11 @@ def test_a_schema_batch_asks_for_json_of_it_in_its_final_summaries_only(
     engine = FakeEngine(max_model_len=400)
     drain = run_drain(engine)
 
+    outcomes = summarize_every_row(db, drain)
+
+    assert {o.status for o in outcomes} == {"succeeded"}
     with db.connect() as conn:
-        keys = set(conn.execute(sa.select(results.c.result_key)).scalars())
         (prompt,) = conn.execute(sa.select(prompts)).all()
-    for key in keys:
-        assert drain.summarize(key).result(WAIT_S).status == "succeeded"
 
     text = json.dumps(SCHEMA, sort_keys=True)
     assert prompt.schema == text and prompt.max_sentences is None

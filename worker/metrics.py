@@ -95,15 +95,12 @@ class Live(Collector):
             "summarize_queue_depth", "Documents queued in the database, by model", labels=["model"]
         )
         try:
-            for model, count in self._queued():
+            for model, count in queued_by_model(self.db).items():
                 queued.add_metric([model], count)
         except sa.exc.SQLAlchemyError as exc:  # the database is away: no figure this time
             log.warning("metrics: could not count queued documents: %s", exc)
             return
         yield queued
-
-    def _queued(self) -> list[tuple[str, int]]:
-        return list(queued_by_model(self.db).items())
 
 
 def serve(host: str, port: int) -> Live:
