@@ -64,8 +64,8 @@ EXPIRED = (
 
 
 def expire_overdue(db: sa.Engine, *, keep_texts: bool = False) -> int:
-    """End the queued documents of batches whose `expires_at` has passed: `cancelled`, with
-    the error EXPIRED (running ones finish). Part of every sweep; returns how many."""
+    """End the queued documents of batches whose `expires_at` has passed: `expired`, with the
+    error EXPIRED (running ones finish). Part of every sweep; returns how many."""
     now = utcnow()
     overdue = (  # only batches with documents queued: a batch expired long ago costs nothing
         sa.select(batches.c.name)
@@ -77,7 +77,11 @@ def expire_overdue(db: sa.Engine, *, keep_texts: bool = False) -> int:
         if not names:
             return 0
         ended = retention.end_queued(
-            conn, results.c.batch.in_(names), error=EXPIRED, keep_texts=keep_texts
+            conn,
+            results.c.batch.in_(names),
+            status="expired",
+            error=EXPIRED,
+            keep_texts=keep_texts,
         )
     if ended:
         log.warning("%d queued documents expired (batches %s)", ended, ", ".join(names))

@@ -39,20 +39,23 @@ _final = results.c.status.in_([sa.literal_column(f"'{s}'") for s in FINAL])
 Hashes = Iterable[str] | sa.Select
 
 
-def end_queued(conn: sa.Connection, rows: sa.ColumnElement, *, error: str, keep_texts: bool) -> int:
-    """End the queued ones of these rows `cancelled` with `error` (cancel, expiry), and drop
-    the texts no row needs any more; returns how many ended. Running rows finish."""
+def end_queued(
+    conn: sa.Connection, rows: sa.ColumnElement, *, status: str, error: str, keep_texts: bool
+) -> int:
+    """End the queued ones of these rows with `status` and `error` (cancelled by cancel,
+    expired by the sweep), and drop the texts no row needs any more; returns how many ended.
+    Running rows finish."""
     now = utcnow()
     ended = conn.execute(
         results.update()
         .where(rows, results.c.status == "queued")
-        .values(status="cancelled", finished_at=now, error=error)
+        .values(status=status, finished_at=now, error=error)
     ).rowcount
     if ended and not keep_texts:
         drop_texts(
             conn,
             sa.select(results.c.content_hash).where(
-                rows, results.c.status == "cancelled", results.c.finished_at == now
+                rows, results.c.status == status, results.c.finished_at == now
             ),
         )
     return ended

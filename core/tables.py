@@ -37,9 +37,9 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
 PENDING = ("queued", "running")
-FINAL = ("succeeded", "failed", "cancelled")
+FINAL = ("succeeded", "failed", "cancelled", "expired")  # expired: --expire-after passed (0009)
 
 
 # What one generation fills in a row: the worker writes them, and submit copies them to each
@@ -108,7 +108,7 @@ class Batch(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # what `submit --meta KEY=VALUE` attached, as a JSON object (migration 0008)
     meta: Mapped[str | None] = mapped_column("metadata", Text, nullable=True)
-    # documents still queued then end cancelled as expired (submit --expire-after; 0008)
+    # documents still queued then end expired (submit --expire-after; 0008, 0009)
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
@@ -212,6 +212,7 @@ class _Figures:
     succeeded: Mapped[int] = _count()
     failed: Mapped[int] = _count()
     cancelled: Mapped[int] = _count()
+    expired: Mapped[int] = _count()  # migration 0009
     deduplicated: Mapped[int] = _count()
     generated: Mapped[int] = _count()  # succeeded and not deduplicated
     prompt_tokens: Mapped[int] = _count(BigInteger)  # rows not deduplicated

@@ -71,5 +71,9 @@ def cancel(db: sa.Engine, batch: str, *, keep_texts: bool = False) -> int:
     """Mark the batch's queued rows cancelled; running ones finish. Returns how many."""
     with db.begin() as conn:
         return retention.end_queued(
-            conn, results.c.batch == batch, error=CANCELLED, keep_texts=keep_texts
+            conn,
+            results.c.batch == batch,
+            status="cancelled",
+            error=CANCELLED,
+            keep_texts=keep_texts,
         )

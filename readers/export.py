@@ -81,22 +81,22 @@ def write(rows_: Iterator[dict], out: TextIO, fmt: str, json_prompts=frozenset()
 
 
 # What each kind of row is in an OpenAI Batch file (https://platform.openai.com/docs/guides/batch):
-# a failure is the HTTP response the request would have had, a cancelled row a batch-level error.
+# a failure is the HTTP response the request would have had, a cancelled or expired row a
+# batch-level error.
 UNREAD = (400, "invalid_request_error")  # failed before it was read: the input was the problem
 FAILED = (500, "server_error")  # failed in the worker
 CANCELLED_ERROR = "batch_cancelled"
-EXPIRED_ERROR = "batch_expired"  # cancelled by the batch's --expire-after (core/requeue.py)
+EXPIRED_ERROR = "batch_expired"  # ended by the batch's --expire-after (core/requeue.py)
+ENDED = {"cancelled": CANCELLED_ERROR, "expired": EXPIRED_ERROR}
 
 
 def openai_line(row: dict) -> dict:
     """One row as a line of an OpenAI Batch output file (succeeded) or error file (failed,
-    cancelled): `id`, `custom_id` (the row's doc_id), `response` and `error`."""
+    cancelled, expired): `id`, `custom_id` (the row's doc_id), `response` and `error`."""
     line = {"id": f"batch_req_{row['id']}", "custom_id": row["doc_id"] or row["source_path"]}
     request_id = f"summarize-{row['id']}"
-    if row["status"] == "cancelled":
-        expired = (row["error"] or "").startswith("expired")
-        code = EXPIRED_ERROR if expired else CANCELLED_ERROR
-        error = {"code": code, "message": row["error"] or "cancelled"}
+    if row["status"] in ENDED:
+        error = {"code": ENDED[row["status"]], "message": row["error"] or row["status"]}
         return line | {"response": None, "error": error}
     if row["status"] != "succeeded":
         status_code, kind = UNREAD if row["content_hash"] is None else FAILED

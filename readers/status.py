@@ -60,6 +60,7 @@ class BatchStatus:
             "completed": self.by_status["succeeded"],
             "failed": self.by_status["failed"],
             "cancelled": self.by_status["cancelled"],
+            "expired": self.by_status["expired"],
         }
 
     def as_json(self) -> dict:
@@ -186,7 +187,17 @@ STATUS_TABLE = (
     "looped",
     "cut",
 )
-BATCHES_TABLE = ("batch", "created", "docs", "pending", "succeeded", "failed", "cancelled", "meta")
+BATCHES_TABLE = (
+    "batch",
+    "created",
+    "docs",
+    "pending",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "expired",
+    "meta",
+)
 
 
 def table(found: list[BatchStatus], columns: tuple[str, ...]) -> str:

@@ -23,6 +23,7 @@ def _figures() -> tuple[sa.ColumnClause, ...]:
         sa.column("succeeded", sa.Integer),
         sa.column("failed", sa.Integer),
         sa.column("cancelled", sa.Integer),
+        sa.column("expired", sa.Integer),  # migration 0009
         sa.column("deduplicated", sa.Integer),
         sa.column("prompt_tokens", sa.Integer),
         sa.column("completion_tokens", sa.Integer),

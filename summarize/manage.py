@@ -40,7 +40,7 @@ def _known(db, batch: str) -> None:
     show_default=True,
     help="openai: OpenAI Batch output lines (succeeded rows; with --errors-only, the error file).",
 )
-@click.option("--errors-only", is_flag=True, help="Only failed and cancelled rows.")
+@click.option("--errors-only", is_flag=True, help="Only failed, cancelled and expired rows.")
 @click.pass_context
 def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: bool) -> None:
     """Stream rows of the results table to standard output, one per line (or CSV).
@@ -65,7 +65,7 @@ def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: b
     if batch is not None:
         _known(db, batch)
     if errors_only:
-        status = ("failed", "cancelled")
+        status = ("failed", "cancelled", "expired")
     elif fmt == "openai" and status is None:
         status = "succeeded"
     export.write(export.rows(db, batch, status), sys.stdout, fmt, export.structured(db))

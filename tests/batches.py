@@ -116,7 +116,7 @@ def make_week(settings, db, tmp_path) -> None:
     summarize_queued(settings, db, "tuesday")
 
 
-STATUS_COUNTS = ("queued", "running", "succeeded", "failed", "cancelled")
+STATUS_COUNTS = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
 COUNTED = (
     "documents",
     *STATUS_COUNTS,
@@ -133,7 +133,7 @@ def recount(db, batch: str) -> dict:
         rows = conn.execute(sa.select(results).where(results.c.batch == batch)).all()
     spent = [r for r in rows if not r.deduplicated]
     figures = {"documents": len(rows), "deduplicated": sum(bool(r.deduplicated) for r in rows)}
-    for status in ("queued", "running", "succeeded", "failed", "cancelled"):
+    for status in STATUS_COUNTS:
         figures[status] = sum(r.status == status for r in rows)
     for tokens in ("prompt_tokens", "completion_tokens", "cached_tokens"):
         figures[tokens] = sum(getattr(r, tokens) or 0 for r in spent)

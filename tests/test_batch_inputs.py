@@ -140,7 +140,13 @@ def test_a_batchs_own_prompt_length_and_metadata_are_kept_and_shown(env, db, tmp
         "prompt_hash": hashes["bullets"],
         "expires_at": None,
     }
-    assert status["request_counts"] == {"total": 1, "completed": 0, "failed": 0, "cancelled": 0}
+    assert status["request_counts"] == {
+        "total": 1,
+        "completed": 0,
+        "failed": 0,
+        "cancelled": 0,
+        "expired": 0,
+    }
     assert status["completed_at"] is None
 
     other = run(env, "submit", str(tmp_path / "in"), "--batch", "bullets", "--prompt-file",
@@ -361,9 +367,9 @@ def test_documents_still_queued_when_a_batch_expires_end_as_expired(env, setting
 
     found = {p: (r.status, r.error) for p, r in rows_by_path(db).items()}
     assert found == {
-        "a.txt": ("cancelled", EXPIRED),
+        "a.txt": ("expired", EXPIRED),
         "b.txt": ("running", None),  # running documents finish
-        "c.txt": ("cancelled", EXPIRED),
+        "c.txt": ("expired", EXPIRED),
         "d.txt": ("queued", None),
     }
     assert abs((as_utc(expires) - utcnow()).total_seconds() - 86400) < 120
@@ -374,6 +380,14 @@ def test_documents_still_queued_when_a_batch_expires_end_as_expired(env, setting
         ).output.splitlines()
     ]
     assert [(e["response"], e["error"]["code"]) for e in errors] == [(None, "batch_expired")] * 2
+    (status,) = json.loads(run(env, "status", "day", "--json").output)
+    assert status["request_counts"] == {
+        "total": 3,
+        "completed": 0,
+        "failed": 0,
+        "cancelled": 0,
+        "expired": 2,
+    }
     bad = run(env, "submit", str(tmp_path / "in"), "--expire-after", "soon")
     assert (
         "Invalid value for --expire-after: 'soon' is not a duration: write 90s, 45m, 24h or 7d"

@@ -110,7 +110,7 @@ def test_results_of_an_unknown_batch_say_how_to_find_one(env, db):
 def test_batches_lists_counts_per_status(env, db, processed):
     result = run(env, "batches")
     (line,) = [line for line in result.output.splitlines() if line.startswith("night")]
-    assert line.split()[3:] == ["4", "0", "2", "2", "0"]
+    assert line.split()[3:] == ["4", "0", "2", "2", "0", "0"]  # docs … cancelled, expired
 
 
 def test_status_counts_the_summaries_that_loop_and_those_cut_at_the_length_cap(

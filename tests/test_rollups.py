@@ -18,7 +18,8 @@ import sqlalchemy as sa
 from alembic import command
 
 from core import database
-from core.requeue import requeue_stranded
+from core.requeue import EXPIRED, expire_overdue, requeue_stranded
+from core.tables import batches as batches_table
 from core.tables import results, utcnow
 from jobs import batches
 from readers.views import as_utc, batch_quality, batch_stats, daily_stats
@@ -78,7 +79,15 @@ def assert_days_agree(db) -> None:
         day = expected.setdefault(
             as_utc(r.finished_at).date(),
             dict.fromkeys(
-                ("documents", "succeeded", "failed", "cancelled", "deduplicated", "prompt_tokens"),
+                (
+                    "documents",
+                    "succeeded",
+                    "failed",
+                    "cancelled",
+                    "expired",
+                    "deduplicated",
+                    "prompt_tokens",
+                ),
                 0,
             ),
         )
@@ -89,7 +98,7 @@ def assert_days_agree(db) -> None:
     assert {d: {k: getattr(row, k) for k in expected[d]} for d, row in days.items()} == expected
 
 
-def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_requeue_and_delete(
+def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_expiry_requeue_and_delete(
     settings, db, tmp_path
 ):
     client = redis.Redis.from_url(settings.broker_url)
@@ -108,6 +117,27 @@ def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_requeue_an
     assert batches.cancel(db, "tuesday") == 1
     assert stats(db, "tuesday").cancelled == 1
     assert_rollup_agrees(db, "tuesday", exact_times=False)
+    assert_days_agree(db)
+
+    # Thursday's batch expires with two documents still queued, one running.
+    submit(
+        settings, db, tmp_path, "thursday", {f"h{i}.txt": f"thursday note {i}" for i in range(3)}
+    )
+    with db.begin() as conn:
+        conn.execute(
+            results.update()
+            .where(results.c.batch == "thursday", results.c.source_path.like("%h0.txt"))
+            .values(status="running", started_at=utcnow())
+        )
+        conn.execute(
+            batches_table.update()
+            .where(batches_table.c.name == "thursday")
+            .values(expires_at=utcnow() - timedelta(seconds=1))
+        )
+    assert expire_overdue(db) == 2
+    assert (stats(db, "thursday").expired, stats(db, "thursday").running) == (2, 1)
+    assert stats(db, "thursday").cancelled == 0
+    assert_rollup_agrees(db, "thursday", exact_times=False)
     assert_days_agree(db)
 
     # Wednesday: a worker claims documents, hands some back, and dies holding the rest.
@@ -168,3 +198,37 @@ def test_the_quality_rollup_of_rows_written_before_it_is_filled_in_by_its_migrat
     for batch in ("monday", "tuesday"):
         assert_rollup_agrees(db, batch, exact_times=True)
     assert quality_recount(db, "tuesday")["summaries"] == 14
+
+
+def test_documents_that_expired_before_the_expired_status_become_expired_by_its_migration(
+    settings, db, tmp_path
+):
+    make_week(settings, db, tmp_path)
+    command.downgrade(database.alembic_config(settings), "0008")
+    with db.begin() as conn:  # how 0008's sweep ended them: cancelled, with the expiry error
+        conn.execute(
+            sa.text(
+                "UPDATE results SET status = 'cancelled', error = :error, finished_at = :now "
+                "WHERE batch = 'tuesday' AND status = 'succeeded' AND NOT deduplicated"
+            ),
+            {"error": EXPIRED, "now": utcnow()},
+        )
+        cancelled_before = conn.execute(
+            sa.text("SELECT cancelled FROM batch_stats WHERE batch = 'tuesday'")
+        ).scalar()
+
+    database.upgrade(settings)
+
+    assert cancelled_before > 0
+    assert (stats(db, "tuesday").expired, stats(db, "tuesday").cancelled) == (cancelled_before, 0)
+    for batch in ("monday", "tuesday"):
+        assert_rollup_agrees(db, batch, exact_times=False)
+    assert_days_agree(db)
+    command.downgrade(database.alembic_config(settings), "0008")  # and back: cancelled again
+    with db.connect() as conn:
+        assert (
+            conn.execute(
+                sa.text("SELECT cancelled FROM batch_stats WHERE batch = 'tuesday'")
+            ).scalar()
+            == cancelled_before
+        )

@@ -39,6 +39,8 @@ LOWEST_POWER = -10  # the first bound: 2^-10 s
 BOUNDS = 109  # 2^-10 s ... 2^17 s
 STATUS_COUNTS = ("queued", "running", "succeeded", "failed", "cancelled")
 FINAL_COUNTS = ("succeeded", "failed", "cancelled")
+# The generators below take the final statuses as `final`, so that a later migration adding a
+# status (0009: expired) makes the same triggers and views with one more count.
 TOKENS = ("prompt_tokens", "completion_tokens", "cached_tokens")
 EVENTS = ("insert", "delete", "update")
 
@@ -103,7 +105,13 @@ def _last(row: str) -> str:
     return f"(CASE WHEN NOT {row}.deduplicated THEN {row}.finished_at END)"
 
 
-def _batch_change(old: str | None, new: str | None, dialect: str) -> str:
+def _pending_and(final: tuple[str, ...]) -> tuple[str, ...]:
+    return ("queued", "running", *final)
+
+
+def _batch_change(
+    old: str | None, new: str | None, dialect: str, final: tuple[str, ...] = FINAL_COUNTS
+) -> str:
     """One UPDATE of the batch's rollup: the old row's share out, the new one's in."""
 
     def delta(term) -> str:
@@ -116,7 +124,8 @@ def _batch_change(old: str | None, new: str | None, dialect: str) -> str:
 
     sets = [f"documents = documents {delta(lambda r: '1')}"]
     sets += [
-        f"{s} = {s} {delta(lambda r, s=s: _flag(f'{r}.status = {s!r}'))}" for s in STATUS_COUNTS
+        f"{s} = {s} {delta(lambda r, s=s: _flag(f'{r}.status = {s!r}'))}"
+        for s in _pending_and(final)
     ]
     sets.append(f"deduplicated = deduplicated {delta(lambda r: _flag(f'{r}.deduplicated'))}")
     sets.append(f"generated = generated {delta(lambda r: _flag(_generated(r)))}")
@@ -129,12 +138,12 @@ def _batch_change(old: str | None, new: str | None, dialect: str) -> str:
     return f"UPDATE batch_rollups SET {', '.join(sets)} WHERE batch = {row}.batch;"
 
 
-def _day_add(row: str, dialect: str) -> str:
+def _day_add(row: str, dialect: str, final: tuple[str, ...] = FINAL_COUNTS) -> str:
     """Upsert the finished row's share into its (day, batch) rollup and its duration bucket."""
     day = _day(f"{row}.finished_at", dialect)
     values = {
         "documents": "1",
-        **{s: _flag(f"{row}.status = {s!r}") for s in FINAL_COUNTS},
+        **{s: _flag(f"{row}.status = {s!r}") for s in final},
         "deduplicated": _flag(f"{row}.deduplicated"),
         "generated": _flag(_generated(row)),
         **{t: _spent(row, t) for t in TOKENS},
@@ -163,11 +172,11 @@ def _day_add(row: str, dialect: str) -> str:
     ON CONFLICT (day, batch, bucket) DO UPDATE SET documents = duration_counts.documents + 1;"""
 
 
-def _day_remove(row: str, dialect: str) -> str:
+def _day_remove(row: str, dialect: str, final: tuple[str, ...] = FINAL_COUNTS) -> str:
     """Take a finished row's share back out of its day (its times stay: they only move outward)."""
     day = _day(f"{row}.finished_at", dialect)
     sets = ["documents = documents - 1"]
-    sets += [f"{s} = {s} - {_flag(f'{row}.status = {s!r}')}" for s in FINAL_COUNTS]
+    sets += [f"{s} = {s} - {_flag(f'{row}.status = {s!r}')}" for s in final]
     sets.append(f"deduplicated = deduplicated - {_flag(f'{row}.deduplicated')}")
     sets.append(f"generated = generated - {_flag(_generated(row))}")
     sets += [f"{t} = {t} - {_spent(row, t)}" for t in TOKENS]
@@ -196,7 +205,7 @@ def _changed(old: str, new: str, dialect: str) -> str:
     return " OR ".join(f"{old}.{c} {differs} {new}.{c}" for c in columns)
 
 
-def _statement_apply(rows: str, sign: int) -> str:
+def _statement_apply(rows: str, sign: int, final: tuple[str, ...] = FINAL_COUNTS) -> str:
     """PostgreSQL: add (or take out) a statement's rows, from its transition table, per batch and
     day in one UPDATE or upsert each: a batch's rollup row is written once per statement, not
     once per row (many writes to one row in one transaction slow PostgreSQL down)."""
@@ -204,7 +213,7 @@ def _statement_apply(rows: str, sign: int) -> str:
     day = _day("r.finished_at", dialect)
     counts = {
         "documents": "COUNT(*)",
-        **{s: f"SUM({_flag(f'r.status = {s!r}')})" for s in STATUS_COUNTS},
+        **{s: f"SUM({_flag(f'r.status = {s!r}')})" for s in _pending_and(final)},
         "deduplicated": f"SUM({_flag('r.deduplicated')})",
         "generated": f"SUM({_flag(_generated('r'))})",
         **{t: f"SUM({_spent('r', t)})" for t in TOKENS},
@@ -245,14 +254,14 @@ def _statement_apply(rows: str, sign: int) -> str:
         SET documents = duration_counts.documents + excluded.documents;"""
 
 
-def _postgresql_triggers(new_batch: str) -> list[str]:
+def _postgresql_triggers(new_batch: str, final: tuple[str, ...] = FINAL_COUNTS) -> list[str]:
     events = {
-        "insert": ("INSERT", "NEW TABLE AS new_rows", _statement_apply("new_rows", 1)),
-        "delete": ("DELETE", "OLD TABLE AS old_rows", _statement_apply("old_rows", -1)),
+        "insert": ("INSERT", "NEW TABLE AS new_rows", _statement_apply("new_rows", 1, final)),
+        "delete": ("DELETE", "OLD TABLE AS old_rows", _statement_apply("old_rows", -1, final)),
         "update": (
             "UPDATE",
             "OLD TABLE AS old_rows NEW TABLE AS new_rows",
-            _statement_apply("old_rows", -1) + _statement_apply("new_rows", 1),
+            _statement_apply("old_rows", -1, final) + _statement_apply("new_rows", 1, final),
         ),
     }
     statements = [
@@ -279,29 +288,33 @@ END $$""")
     return statements
 
 
-def triggers(dialect: str) -> list[str]:
+def triggers(dialect: str, final: tuple[str, ...] = FINAL_COUNTS) -> list[str]:
     """Each part runs only when it has something to count: most changes touch the batch alone."""
     new_batch = (
         "INSERT INTO batch_rollups (batch) VALUES (NEW.name) ON CONFLICT (batch) DO NOTHING;"
     )
     changed = _changed("OLD", "NEW", dialect)
     if dialect == "postgresql":
-        return _postgresql_triggers(new_batch)
+        return _postgresql_triggers(new_batch, final)
     parts = {  # name: (event, when, body); SQLite runs triggers of one event in no set order
-        "insert": ("INSERT", None, _batch_change(None, "NEW", dialect)),
-        "insert_day": ("INSERT", "NEW.finished_at IS NOT NULL", _day_add("NEW", dialect)),
-        "delete": ("DELETE", None, _batch_change("OLD", None, dialect)),
-        "delete_day": ("DELETE", "OLD.finished_at IS NOT NULL", _day_remove("OLD", dialect)),
-        "update": ("UPDATE", changed, _batch_change("OLD", "NEW", dialect)),
+        "insert": ("INSERT", None, _batch_change(None, "NEW", dialect, final)),
+        "insert_day": ("INSERT", "NEW.finished_at IS NOT NULL", _day_add("NEW", dialect, final)),
+        "delete": ("DELETE", None, _batch_change("OLD", None, dialect, final)),
+        "delete_day": (
+            "DELETE",
+            "OLD.finished_at IS NOT NULL",
+            _day_remove("OLD", dialect, final),
+        ),
+        "update": ("UPDATE", changed, _batch_change("OLD", "NEW", dialect, final)),
         "update_day_out": (
             "UPDATE",
             f"OLD.finished_at IS NOT NULL AND ({changed})",
-            _day_remove("OLD", dialect),
+            _day_remove("OLD", dialect, final),
         ),
         "update_day_in": (
             "UPDATE",
             f"NEW.finished_at IS NOT NULL AND ({changed})",
-            _day_add("NEW", dialect),
+            _day_add("NEW", dialect, final),
         ),
     }
     statements = [f"CREATE TRIGGER batches_rollup AFTER INSERT ON batches BEGIN {new_batch} END"]
@@ -362,11 +375,14 @@ SELECT d.day, d.batch, d.bucket, COUNT(*) FROM (
 
 # The views of 0002, reading the rollups. Their columns and meanings do not change.
 
-_RATES = """
+
+def _rates(final: tuple[str, ...]) -> str:
+    finished = " + ".join(f"t.{s}" for s in final)
+    return f"""
     CASE WHEN t.wall_s > 0 THEN t.generated / t.wall_s END AS documents_per_s,
     CASE WHEN t.wall_s > 0 THEN t.completion_tokens / t.wall_s END AS completion_tokens_per_s,
-    CASE WHEN t.succeeded + t.failed + t.cancelled > 0
-        THEN CAST(t.failed AS DOUBLE PRECISION) / (t.succeeded + t.failed + t.cancelled)
+    CASE WHEN {finished} > 0
+        THEN CAST(t.failed AS DOUBLE PRECISION) / ({finished})
     END AS failure_rate"""
 
 
@@ -397,19 +413,19 @@ def _percentiles(group: str) -> str:
     GROUP BY h.{group}"""
 
 
-def batch_stats(dialect: str) -> str:
+def batch_stats(dialect: str, final: tuple[str, ...] = FINAL_COUNTS) -> str:
     return f"""
 CREATE VIEW batch_stats AS
 SELECT
     t.batch, t.model, t.created_at, t.documents, t.queued, t.running,
-    t.succeeded, t.failed, t.cancelled, t.deduplicated,
+    {", ".join(f"t.{s}" for s in final)}, t.deduplicated,
     t.prompt_tokens, t.completion_tokens, t.cached_tokens,
-    t.first_started_at, t.last_finished_at, t.wall_s,{_RATES},
+    t.first_started_at, t.last_finished_at, t.wall_s,{_rates(final)},
     p.p50_document_s, p.p95_document_s
 FROM (
     SELECT b.name AS batch, b.model, b.created_at,
         COALESCE(r.documents, 0) AS documents,
-        {", ".join(f"COALESCE(r.{c}, 0) AS {c}" for c in (*STATUS_COUNTS, "deduplicated", "generated", *TOKENS))},
+        {", ".join(f"COALESCE(r.{c}, 0) AS {c}" for c in (*_pending_and(final), "deduplicated", "generated", *TOKENS))},
         r.first_started_at, r.last_finished_at,
         {_wall(dialect, "r.")}
     FROM batches b LEFT JOIN batch_rollups r ON r.batch = b.name
@@ -419,16 +435,16 @@ LEFT JOIN ({_percentiles("batch")}
 """  # noqa: E501
 
 
-def daily_stats(dialect: str) -> str:
-    summed = (*FINAL_COUNTS, "deduplicated", "generated", *TOKENS)
+def daily_stats(dialect: str, final: tuple[str, ...] = FINAL_COUNTS) -> str:
+    summed = (*final, "deduplicated", "generated", *TOKENS)
     sums = ", ".join(f"CAST(SUM({c}) AS BIGINT) AS {c}" for c in summed)
     return f"""
 CREATE VIEW daily_stats AS
 SELECT
     t.day, t.batches, t.documents,
-    t.succeeded, t.failed, t.cancelled, t.deduplicated,
+    {", ".join(f"t.{s}" for s in final)}, t.deduplicated,
     t.prompt_tokens, t.completion_tokens, t.cached_tokens,
-    t.first_started_at, t.last_finished_at, t.wall_s,{_RATES},
+    t.first_started_at, t.last_finished_at, t.wall_s,{_rates(final)},
     p.p50_document_s, p.p95_document_s
 FROM (
     SELECT s.*, {_wall(dialect)}

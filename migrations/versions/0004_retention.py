@@ -53,19 +53,25 @@ def _body_nullable(nullable: bool) -> None:
     if bind.dialect.name != "sqlite":
         op.alter_column("documents", "body", existing_type=sa.Text(), nullable=nullable)
         return
-    created = bind.exec_driver_sql(
-        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'documents'"
-    ).scalar_one()
     old, new = (
         ("body TEXT NOT NULL", "body TEXT") if nullable else ("body TEXT", "body TEXT NOT NULL")
     )
-    changed = re.sub(rf"\b{old}\b(?! NOT NULL)", new, created, count=1)
+    sqlite_edit_table(bind, "documents", rf"\b{old}\b(?! NOT NULL)", new)
+
+
+def sqlite_edit_table(bind: sa.Connection, table: str, pattern: str, replacement: str) -> None:
+    """Edit a table's stored CREATE TABLE text in place (the first match of `pattern`), for a
+    change that leaves what is on disk valid: dropping or widening a constraint."""
+    created = bind.exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).scalar_one()
+    changed = re.sub(pattern, replacement, created, count=1)
     if changed == created:
-        raise RuntimeError(f"documents.body not found as {old!r} in: {created}")
+        raise RuntimeError(f"{table}: {pattern!r} not found in: {created}")
     version = bind.exec_driver_sql("PRAGMA schema_version").scalar_one()
     bind.exec_driver_sql("PRAGMA writable_schema = ON")
     bind.exec_driver_sql(
-        "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'documents'", (changed,)
+        "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?", (changed, table)
     )
     bind.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
     bind.exec_driver_sql("PRAGMA writable_schema = OFF")

@@ -9,6 +9,7 @@ const COLORS = {
   succeeded: "#2e7d32",
   failed: "#c62828",
   cancelled: "#9e9e9e",
+  expired: "#6d4c41",
   running: "#1565c0",
   queued: "#90caf9",
   prompt: "#5c6bc0",
@@ -18,7 +19,7 @@ const COLORS = {
   cut: "#f9a825",
   novel: "#00838f",
 };
-const STATUS_ORDER = ["succeeded", "failed", "cancelled", "running", "queued"];
+const STATUS_ORDER = ["succeeded", "failed", "cancelled", "expired", "running", "queued"];
 
 const charts = {};
 let openBatch = null;
@@ -67,7 +68,7 @@ function showProblem(text) {
 
 function progressBar(batch) {
   const total = batch.documents || 0;
-  const finished = batch.succeeded + batch.failed + batch.cancelled;
+  const finished = batch.succeeded + batch.failed + batch.cancelled + batch.expired;
   const bar = el("div", {
     className: "progress",
     role: "progressbar",
@@ -189,6 +190,7 @@ function renderCharts(data) {
       datasets: [
         { label: "failed", data: oldestFirst.map((b) => b.failed), backgroundColor: COLORS.failed },
         { label: "cancelled", data: oldestFirst.map((b) => b.cancelled), backgroundColor: COLORS.cancelled },
+        { label: "expired", data: oldestFirst.map((b) => b.expired), backgroundColor: COLORS.expired },
       ],
     },
     options: {
