@@ -51,6 +51,21 @@ def read(path: str, max_bytes: int, fields: Fields, target: str | None = None):
             yield from _jsonl(handle, path, max_bytes, fields)
 
 
+def estimate(path: str, target: str | None = None) -> int:
+    """How many records a file holds, about: its lines (less a CSV's header), counted in
+    blocks without parsing; 1 when it cannot be opened (its failure is one row)."""
+    handle = open_regular(path, target)
+    if isinstance(handle, Unreadable):
+        return 1
+    lines, last = 0, b"\n"
+    with handle:
+        while block := handle.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    lines += last != b"\n"  # a last line without its newline
+    return max(1, lines - path.lower().endswith(".csv"))
+
+
 def _jsonl(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text | Unreadable]:
     openai = None  # decided by the first record
     number = 0

@@ -182,9 +182,15 @@ def default_batch_name(paths: Iterable[str]) -> str:
     return f"{stem}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-def count_files(paths: Iterable[str], follow_links: bool = False) -> int:
-    """How many text and Markdown files a submit of `paths` will read (a quick first pass, for progress)."""
-    return sum(1 for found in corpus.walk(paths, follow_links) if found.kind == "document")
+def count_documents(paths: Iterable[str], follow_links: bool = False) -> int:
+    """About how many documents a submit of `paths` will make, for its progress bar: one per
+    file, and a record file's lines (a quick first pass; blank lines and CSV cells that span
+    lines make it a little high)."""
+    return sum(
+        records.estimate(found.path, found.target) if corpus.holds_records(found.path) else 1
+        for found in corpus.walk(paths, follow_links)
+        if found.kind == "document"
+    )
 
 
 def ensure_batch(
@@ -250,7 +256,7 @@ def submit(
     client: redis.Redis,
     paths: Iterable[str],
     batch: str,
-    on_file: Callable[[], None] = lambda: None,
+    on_document: Callable[[], None] = lambda: None,
     follow_links: bool = False,
     fields: records.Fields = records.DEFAULT_FIELDS,
     meta: dict | None = None,
@@ -259,8 +265,8 @@ def submit(
 ) -> SubmitReport:
     """Record `paths` as rows of `batch` and queue every document that needs a summary.
 
-    `on_file` is called after each file (a record file's records all read); with `schema`,
-    every summary is JSON of that schema."""
+    `on_document` is called after each document read (each file, each record); with
+    `schema`, every summary is JSON of that schema."""
     prompt = Prompt.from_settings(settings, schema)
     ensure_batch(db, batch, prompt, meta, expire_after_s)
     report = SubmitReport(batch)
@@ -283,7 +289,7 @@ def submit(
                 _submit_chunk(settings, db, client, batch, prompt, chunk, report)
                 chunk, chunk_bytes = [], 0
                 analyze_at = _statistics(db, report, analyze_at)
-        on_file()
+            on_document()
     if chunk:
         _submit_chunk(settings, db, client, batch, prompt, chunk, report)
         _statistics(db, report, analyze_at)

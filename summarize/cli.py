@@ -205,9 +205,14 @@ def submit(
     name = batch_name or submitting.default_batch_name(paths)
     db = database.ready(settings)
     with broker.session(settings) as client:
-        total = submitting.count_files(paths, follow_links)
+        total = submitting.count_documents(paths, follow_links)
         with click.progressbar(
-            length=total, label=f"Submitting {name}", file=sys.stderr, show_pos=True, show_eta=False
+            length=total,
+            label=f"Submitting {name}",
+            file=sys.stderr,
+            show_pos=True,
+            show_eta=False,
+            update_min_steps=max(1, total // 1000),  # a million records draw a thousand times
         ) as bar:
             report = submitting.submit(
                 settings,
@@ -222,6 +227,7 @@ def submit(
                 schema=schema,
                 expire_after_s=expire_after_s,
             )
+            _finish(bar, report.documents)
         _print_report(report, settings)
         if report.nothing_usable:
             raise SummarizeError(
@@ -235,6 +241,13 @@ def submit(
                 ctx.exit(errors.EXIT_DEADLINE)
             if not final.all_succeeded:
                 ctx.exit(errors.EXIT_DOCUMENTS_FAILED)
+
+
+def _finish(bar, documents: int) -> None:
+    """End the bar at the documents read: the count before reading was an estimate."""
+    bar.length, bar.update_min_steps = max(documents, 1), 1
+    bar.update(0)
+    bar.render_progress()
 
 
 def _pairs(given: tuple[str, ...]) -> dict[str, str]:

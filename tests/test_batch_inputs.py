@@ -9,6 +9,7 @@ import redis
 import sqlalchemy as sa
 
 from core.tables import batches, prompts, results
+from jobs.submit import count_documents
 from jobs.submit import submit as submit_files
 from tests.conftest import run, write
 from tests.fakes import FakeEngine
@@ -393,3 +394,23 @@ def test_documents_still_queued_when_a_batch_expires_end_as_expired(env, setting
         "Invalid value for --expire-after: 'soon' is not a duration: write 90s, 45m, 24h or 7d"
         in bad.output
     )
+
+
+def test_the_progress_bar_counts_records_not_files_and_ends_at_the_documents_read(
+    settings, db, tmp_path
+):
+    folder = tmp_path / "in"
+    write(folder, "notes.txt", "A plain file.")
+    news = "".join(json.dumps({"id": i, "text": f"Story {i}."}) + "\n" for i in range(250))
+    write(folder, "news.jsonl", news + "\n")  # a blank line: counted, not read
+    write(folder, "tickets.csv", "id,text\n" + "".join(f"{i},Ticket {i}.\n" for i in range(40)))
+    client = redis.Redis.from_url(settings.broker_url)
+    ticks = []
+
+    estimate = count_documents([str(folder)])
+    report = submit_files(
+        settings, db, client, [str(folder)], "night", on_document=lambda: ticks.append(1)
+    )
+
+    assert estimate == 1 + 251 + 40
+    assert len(ticks) == report.documents == 1 + 250 + 40
