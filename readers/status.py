@@ -115,6 +115,18 @@ def batch_status(db: sa.Engine, names: list[str]) -> list[BatchStatus]:
     return [by_name[name] for name in names if name in by_name]
 
 
+def as_json(found: list[BatchStatus], workers: dict[str, dict] | None) -> str:
+    """Batches as `status --json` and `batches --json` print them: figures, request counts,
+    settings, metadata, and how many live workers run each one's model (null when Redis
+    cannot say)."""
+    served = serving(workers) if workers is not None else None
+    rows = [
+        s.as_json() | {"workers": served.get(s.model, 0) if served is not None else None}
+        for s in found
+    ]
+    return json.dumps(rows, indent=2)
+
+
 def serving(workers: dict[str, dict]) -> dict[str, int]:
     """Live workers per model, from their heartbeats (core/queue.live_workers)."""
     return Counter(str(about.get("model")) for about in workers.values())

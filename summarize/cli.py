@@ -6,7 +6,6 @@ Errors cross into the CLI here and only here: a SummarizeError becomes
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -380,12 +379,7 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
         raise SummarizeError(f"No batch named {batch!r}: `summarize status` lists the latest ones.")
     workers = queue.live_workers_now(settings)
     if as_json:
-        served = statuses.serving(workers) if workers is not None else None
-        rows = [
-            s.as_json() | {"workers": served.get(s.model, 0) if served is not None else None}
-            for s in found
-        ]
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(statuses.as_json(found, workers))
         return
     click.echo(statuses.table(found, statuses.STATUS_TABLE))
     if workers is not None:

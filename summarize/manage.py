@@ -73,18 +73,29 @@ def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: b
 
 @click.command("batches")
 @click.option("--latest", default=20, show_default=True, help="How many batches to list.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print each batch as `status --json` does: request counts, settings, metadata.",
+)
 @click.pass_context
-def batches_command(ctx, latest: int) -> None:
-    """List recent batches with their documents per status.
+def batches_command(ctx, latest: int, as_json: bool) -> None:
+    """List recent batches with their documents per status and their --meta.
 
     \b
     Example:
       summarize batches --latest 5
+      summarize batches --json | jq '.[] | {batch, request_counts, settings}'
     """
+    from core import queue
     from readers import status
 
-    _, db = _database(ctx)
+    settings, db = _database(ctx)
     found = status.batch_status(db, status.latest_batches(db, latest))
+    if as_json:
+        click.echo(status.as_json(found, queue.live_workers_now(settings)))
+        return
     click.echo(status.table(found, status.BATCHES_TABLE))
 
 

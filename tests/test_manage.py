@@ -111,6 +111,16 @@ def test_batches_lists_counts_per_status(env, db, processed):
     result = run(env, "batches")
     (line,) = [line for line in result.output.splitlines() if line.startswith("night")]
     assert line.split()[3:] == ["4", "0", "2", "2", "0", "0"]  # docs … cancelled, expired
+    listed = {b["batch"]: b for b in json.loads(run(env, "batches", "--json").output)}
+    (night,) = json.loads(run(env, "status", "night", "--json").output)
+    assert listed["night"] == night
+    assert night["request_counts"] == {
+        "total": 4,
+        "completed": 2,
+        "failed": 2,
+        "cancelled": 0,
+        "expired": 0,
+    }
 
 
 def test_status_counts_the_summaries_that_loop_and_those_cut_at_the_length_cap(
