@@ -12,11 +12,13 @@ import json
 # Bump when the prompt layout or sampling changes, so earlier results are not reused.
 PROMPT_FORMAT = 1
 TEMPERATURE = 0.0  # greedy: the same document gives the same summary
-# A summary that loops (core/quality.py) is generated once more with these (vLLM's
-# SamplingParams): each token is made less likely the more often the summary has used it.
-# Chosen on 30 ACL papers (aclsum train and validation, the README's Quality signals):
-# greedy looped on 13, frequency_penalty 1.0 on 2, with ROUGE-L 0.195 -> 0.207; a
-# repetition_penalty of 1.2 broke loops but wrote nonsense (ROUGE-L 0.080).
+# A summary that loops (core/quality.py) is generated once more with a frequency penalty:
+# each token is made less likely the more often the summary has used it (vLLM's
+# frequency_penalty, applied by worker/rules.py to that request alone: vLLM's own makes every
+# request of the running batch pay for it each step). Chosen on 30 ACL papers (aclsum train
+# and validation, the README's Quality signals): greedy looped on 13, frequency_penalty 1.0
+# on 2, with ROUGE-L 0.195 -> 0.207; a repetition_penalty of 1.2 broke loops but wrote
+# nonsense (ROUGE-L 0.080).
 LOOP_BREAKING = {"frequency_penalty": 1.0}
 # ... and may not repeat any run of this many tokens (worker/repeats.py): it cannot loop again.
 NO_REPEAT_TOKENS = 6
@@ -30,7 +32,7 @@ def sampling(max_tokens: int, *, loop_breaking: bool = False, max_sentences: int
     if max_sentences:
         extra["max_sentences"] = max_sentences
     if loop_breaking:
-        params |= LOOP_BREAKING
+        extra |= LOOP_BREAKING
         extra["no_repeat_ngram"] = NO_REPEAT_TOKENS
     if extra:
         params["extra_args"] = extra

@@ -88,3 +88,30 @@ def test_the_default_model_is_saved_in_the_dtype_vllm_runs_it_in(model):
     (and saying so, 122 lines of a first run)."""
     config = json.loads((Path(model) / "config.json").read_text())
     assert config.get("dtype", config.get("torch_dtype")) == "bfloat16"
+
+
+@pytest.mark.engine
+def test_the_loop_breaking_penalty_chooses_the_tokens_vllms_own_frequency_penalty_does(model):
+    """worker/rules.py applies the frequency penalty to the requests that ask for it alone;
+    with the real engine it must write what vLLM's `frequency_penalty` writes."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import lee
+
+    articles = [p.read_text()[:1500] for p in sorted(lee().glob("*.txt"))[:6]]
+    env = os.environ | {"SUMMARIZE_MODEL": str(model), "SUMMARIZE_MAX_NUM_SEQS": "8"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.penalty_check"],
+        input=json.dumps(articles),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert found["ours"] == found["vllm"]
+    assert found["ours"] != found["plain"]  # the penalty changed what was written

@@ -47,6 +47,55 @@ def test_only_the_second_try_is_asked_not_to_repeat_and_every_try_keeps_the_limi
     second = sampling(128, loop_breaking=True, max_sentences=3)
 
     assert first == {"max_tokens": 128, "temperature": 0.0, "extra_args": {"max_sentences": 3}}
-    assert second["frequency_penalty"] == 1.0
-    assert second["extra_args"] == {"max_sentences": 3, "no_repeat_ngram": NO_REPEAT_TOKENS}
+    assert "frequency_penalty" not in second  # vLLM's would cost every request of the batch
+    assert second["extra_args"] == {
+        "max_sentences": 3,
+        "frequency_penalty": 1.0,  # worker/rules.py applies it to this request alone
+        "no_repeat_ngram": NO_REPEAT_TOKENS,
+    }
     assert "extra_args" not in sampling(64)
+
+
+def rules_with(penalties: dict):
+    """The engine's rules with only these frequency penalties (its tokenizer is not needed)."""
+    from worker.rules import SummaryRules
+
+    rules = object.__new__(SummaryRules)
+    rules.counts, rules.repeats, rules.penalties = {}, {}, penalties
+    return rules
+
+
+def test_the_frequency_penalty_is_vllms_and_touches_only_the_rows_that_ask_for_it():
+    import torch
+    from vllm.v1.sample.ops.penalties import apply_all_penalties
+
+    torch.manual_seed(7)
+    logits = torch.randn(3, 50)
+    outputs = [[4, 4, 9, 4, 1], [4, 2], []]
+    expected = apply_all_penalties(
+        logits.clone(),
+        torch.zeros(3, 1, dtype=torch.int64),  # prompts: counted only for repetition_penalty
+        torch.zeros(3),
+        torch.tensor([1.0, 0.0, 0.5]),
+        torch.ones(3),
+        outputs,
+    )
+
+    found = rules_with({0: (1.0, outputs[0]), 2: (0.5, outputs[2])}).apply(logits.clone())
+
+    assert torch.equal(found, expected)
+    assert torch.equal(found[1], logits[1])
+    assert found[0, 4] == logits[0, 4] - 3.0
+
+
+def test_a_frequency_penalty_out_of_range_is_refused_when_the_request_is_made():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from worker.rules import SummaryRules
+
+    for bad in (0, -1.0, 2.5, "1", True):
+        with pytest.raises(ValueError, match="frequency_penalty must be above 0 and at most 2"):
+            SummaryRules.validate_params(SimpleNamespace(extra_args={"frequency_penalty": bad}))
+    SummaryRules.validate_params(SimpleNamespace(extra_args={"frequency_penalty": 1.0}))
