@@ -115,3 +115,13 @@ def test_the_loop_breaking_penalty_chooses_the_tokens_vllms_own_frequency_penalt
 
     assert found["ours"] == found["vllm"]
     assert found["ours"] != found["plain"]  # the penalty changed what was written
+
+
+def test_on_a_cpu_without_bfloat16_arithmetic_the_model_runs_in_float32():
+    from worker.engine import cpu_dtype
+
+    epyc = "flags\t\t: fpu sse sse2 avx avx2 fma\n"  # this project's CI machine
+    sapphire_rapids = "flags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+
+    assert cpu_dtype(epyc) == "float32"  # bfloat16 emulated: about 4x slower (README)
+    assert cpu_dtype(sapphire_rapids) == "auto"  # the model's own, bfloat16
