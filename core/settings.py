@@ -76,6 +76,15 @@ def _profile(raw: str) -> str:
     return raw
 
 
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+
+def _dtype(raw: str) -> str:
+    if raw not in DTYPES:
+        raise ValueError(f"must be one of {', '.join(DTYPES)}")
+    return raw
+
+
 def _database_url(raw: str) -> str:
     scheme = urlsplit(raw).scheme
     if not scheme.startswith(("sqlite", "postgresql")):
@@ -172,6 +181,9 @@ class Settings:
     tensor_parallel_size: int = field(
         default=1, metadata={"env": "TENSOR_PARALLEL_SIZE", "parse": _whole(1, 64)}
     )
+    dtype: str = field(
+        default="auto", metadata={"env": "DTYPE", "parse": _dtype}
+    )  # auto: the model's own, float32 on a CPU without bfloat16 arithmetic (worker/engine.py)
     gpu_memory_utilization: float | None = field(
         default=None, metadata={"env": "GPU_MEMORY_UTILIZATION", "parse": _share}
     )

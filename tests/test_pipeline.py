@@ -169,7 +169,9 @@ def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
     tmp_path, redis_url, queue_name, model
 ):
     """Three ACL papers (aclsum's train split) whose greedy summary loops with the default
-    model; generated again with the settings that break loops, none does."""
+    model in bfloat16 (the model's own dtype; in float32, which a CPU without bfloat16
+    arithmetic gets by default, they do not loop); generated again with the settings that
+    break loops, none does."""
     from aclsum import ACLSum
 
     papers = {d.id: d for d in ACLSum("train").documents + ACLSum("val").documents}
@@ -182,6 +184,7 @@ def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
         "SUMMARIZE_BROKER_URL": redis_url,
         "SUMMARIZE_QUEUE": queue_name,
         "SUMMARIZE_MODEL": str(model),
+        "SUMMARIZE_DTYPE": "bfloat16",
     }
     assert cli(env, "submit", str(corpus), "--batch", "papers").returncode == 0
     with Worker(env, tmp_path / "worker.log", "--burst") as worker:

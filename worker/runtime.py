@@ -44,6 +44,7 @@ def build_engine(settings: Settings) -> Engine:
         settings.model_name,
         settings.tensor_parallel_size,
         statistics=settings.metrics_port is not None,
+        dtype=settings.dtype,
     )
 
 
