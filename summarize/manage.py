@@ -65,7 +65,7 @@ def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: b
     if batch is not None:
         _known(db, batch)
     if errors_only:
-        status = ("failed", "cancelled", "expired")
+        status = ("failed", *export.ENDED)  # and the rows a batch ended: cancelled, expired
     elif fmt == "openai" and status is None:
         status = "succeeded"
     export.write(export.rows(db, batch, status), sys.stdout, fmt, export.structured(db))

@@ -37,8 +37,8 @@ VIEWS = ("batch_stats", "daily_stats", "failures")
 BUCKETS_PER_DOUBLING = 4
 LOWEST_POWER = -10  # the first bound: 2^-10 s
 BOUNDS = 109  # 2^-10 s ... 2^17 s
-STATUS_COUNTS = ("queued", "running", "succeeded", "failed", "cancelled")
 FINAL_COUNTS = ("succeeded", "failed", "cancelled")
+STATUS_COUNTS = ("queued", "running", *FINAL_COUNTS)
 # The generators below take the final statuses as `final`, so that a later migration adding a
 # status (0009: expired) makes the same triggers and views with one more count.
 TOKENS = ("prompt_tokens", "completion_tokens", "cached_tokens")
@@ -105,7 +105,8 @@ def _last(row: str) -> str:
     return f"(CASE WHEN NOT {row}.deduplicated THEN {row}.finished_at END)"
 
 
-def _pending_and(final: tuple[str, ...]) -> tuple[str, ...]:
+def pending_and(final: tuple[str, ...]) -> tuple[str, ...]:
+    """Every status a row may have, given the final ones."""
     return ("queued", "running", *final)
 
 
@@ -125,7 +126,7 @@ def _batch_change(
     sets = [f"documents = documents {delta(lambda r: '1')}"]
     sets += [
         f"{s} = {s} {delta(lambda r, s=s: _flag(f'{r}.status = {s!r}'))}"
-        for s in _pending_and(final)
+        for s in pending_and(final)
     ]
     sets.append(f"deduplicated = deduplicated {delta(lambda r: _flag(f'{r}.deduplicated'))}")
     sets.append(f"generated = generated {delta(lambda r: _flag(_generated(r)))}")
@@ -213,7 +214,7 @@ def _statement_apply(rows: str, sign: int, final: tuple[str, ...] = FINAL_COUNTS
     day = _day("r.finished_at", dialect)
     counts = {
         "documents": "COUNT(*)",
-        **{s: f"SUM({_flag(f'r.status = {s!r}')})" for s in _pending_and(final)},
+        **{s: f"SUM({_flag(f'r.status = {s!r}')})" for s in pending_and(final)},
         "deduplicated": f"SUM({_flag('r.deduplicated')})",
         "generated": f"SUM({_flag(_generated('r'))})",
         **{t: f"SUM({_spent('r', t)})" for t in TOKENS},
@@ -425,7 +426,7 @@ SELECT
 FROM (
     SELECT b.name AS batch, b.model, b.created_at,
         COALESCE(r.documents, 0) AS documents,
-        {", ".join(f"COALESCE(r.{c}, 0) AS {c}" for c in (*_pending_and(final), "deduplicated", "generated", *TOKENS))},
+        {", ".join(f"COALESCE(r.{c}, 0) AS {c}" for c in (*pending_and(final), "deduplicated", "generated", *TOKENS))},
         r.first_started_at, r.last_finished_at,
         {_wall(dialect, "r.")}
     FROM batches b LEFT JOIN batch_rollups r ON r.batch = b.name

@@ -31,13 +31,10 @@ VIEWS = ("batch_stats", "daily_stats")
 EXPIRED_ERROR = "expired:%"  # how 0008's sweep marked them (core/requeue.py)
 
 
-def _statuses(final: tuple[str, ...]) -> str:
-    return ", ".join(f"'{s}'" for s in ("queued", "running", *final))
-
-
 def _status_check(final: tuple[str, ...]) -> None:
     bind = op.get_bind()
-    check = f"status IN ({_statuses(final)})"
+    rollups = import_module("migrations.versions.0003_rollups")
+    check = f"status IN ({', '.join(repr(s) for s in rollups.pending_and(final))})"
     if bind.dialect.name == "postgresql":
         op.execute("ALTER TABLE results DROP CONSTRAINT ck_results_status")
         op.execute(f"ALTER TABLE results ADD CONSTRAINT ck_results_status CHECK ({check})")
