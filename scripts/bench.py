@@ -55,6 +55,7 @@ are read from the environment as the worker reads them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -186,11 +187,7 @@ def run_pipeline(args) -> dict:
     corpus.mkdir()
     for i, text in enumerate(documents(args.corpus, args.docs)):
         (corpus / f"{i:06d}.txt").write_text(text, encoding="utf-8")
-    log = open(work / "worker.log", "wb")  # noqa: SIM115
-    worker = subprocess.Popen(
-        [*SUMMARIZE, "worker"], env=env, stdout=log, stderr=log, start_new_session=True
-    )
-    try:
+    with running_worker(env, work):
         subprocess.run(
             [
                 *SUMMARIZE,
@@ -236,6 +233,18 @@ def run_pipeline(args) -> dict:
             "stopped": int(row[3]),
             "looped": int(row[4]),
         }
+
+
+@contextlib.contextmanager
+def running_worker(env: dict, work: Path):
+    """A `summarize worker` for the length of the block, its output in work/worker.log; the
+    scratch folder `work` (the run's corpus and data) is removed after."""
+    log = open(work / "worker.log", "wb")  # noqa: SIM115
+    worker = subprocess.Popen(
+        [*SUMMARIZE, "worker"], env=env, stdout=log, stderr=log, start_new_session=True
+    )
+    try:
+        yield worker
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         try:
@@ -395,11 +404,7 @@ def _quality_pipeline(args, chosen: list[dict]) -> dict:
             out.write(
                 json.dumps({"source_path": paper["name"], "reference": paper["reference"]}) + "\n"
             )
-    log = open(work / "worker.log", "wb")  # noqa: SIM115
-    worker = subprocess.Popen(
-        [*SUMMARIZE, "worker"], env=env, stdout=log, stderr=log, start_new_session=True
-    )
-    try:
+    with running_worker(env, work):
         subprocess.run(
             [*SUMMARIZE, "submit", str(corpus), "--batch", "aclsum", "--wait", "--timeout", "7200"],
             env=env,
@@ -430,14 +435,6 @@ def _quality_pipeline(args, chosen: list[dict]) -> dict:
         found["still_looped"] = sum(bool(r.looped) for r in rows)
         found["parts"] = sum(r.parts for r in rows) / len(rows)
         return found
-    finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(120)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-        log.close()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def run_long(args) -> dict:

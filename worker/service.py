@@ -200,5 +200,5 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
             idle_since = None
             continue
         log.info("burst: the queue is empty, stopping")
-        state.should_stop = 0
+        state.should_stop = 0  # a warm shutdown, as Celery's own SIGTERM handler asks for one
         return
