@@ -10,6 +10,7 @@ first start).
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -19,11 +20,13 @@ from alembic import command
 
 from core import database
 from core.requeue import EXPIRED, expire_overdue, requeue_stranded
+from core.settings import Settings
 from core.tables import batches as batches_table
 from core.tables import results, utcnow
 from jobs import batches
 from readers.views import as_utc, batch_quality, batch_stats, daily_stats
 from tests.batches import COUNTED, TUESDAY, make_week, recount, submit, summarize_queued
+from tests.stack import Worker
 from worker.recorder import Recorder
 
 
@@ -183,6 +186,39 @@ def test_rollups_agree_with_a_recount_after_submit_drain_retry_cancel_expiry_req
         conn.execute(results.delete().where(results.c.batch == "monday"))
     assert stats(db, "monday").documents == 0
     assert_rollup_agrees(db, "monday", exact_times=False)
+    assert_days_agree(db)
+
+
+@pytest.mark.slow  # a worker process, and a visibility timeout of 10 s to wait out
+def test_rollups_agree_with_a_recount_after_a_worker_is_killed_mid_batch(env, db, tmp_path):
+    """A real `summarize worker` (the instant engine) killed with SIGKILL while it holds
+    documents; another takes them on once their messages come back: one row each, and the
+    rollups and days agree with the rows."""
+    env = env | {"SUMMARIZE_MODEL": "echo", "SUMMARIZE_VISIBILITY_TIMEOUT_S": "10"}
+    files = {f"n{i:05d}.txt": f"Note {i} of the night. It says little more." for i in range(4000)}
+    submit(Settings.from_env(env), db, tmp_path, "night", files)  # to the echo model's queue
+
+    def counted(status: str) -> int:
+        return getattr(stats(db, "night"), status)
+
+    with Worker(env, tmp_path / "killed.log") as worker:
+        deadline = time.monotonic() + 120
+        while not (counted("succeeded") and counted("running")):
+            assert worker.process.poll() is None and time.monotonic() < deadline, worker.tail()
+            time.sleep(0.01)
+        worker.kill()  # SIGKILL, holding documents
+    held = counted("running")
+    assert held > 0 and counted("succeeded") < len(files)
+    assert_rollup_agrees(db, "night", exact_times=True)
+
+    with Worker(env, tmp_path / "after.log", "--burst") as after:
+        assert after.wait(300) == 0, after.tail()
+    with db.connect() as conn:
+        rows = conn.execute(sa.select(results).where(results.c.batch == "night")).all()
+    assert sorted(r.source_path.rsplit("/", 1)[-1] for r in rows) == sorted(files)
+    assert {r.status for r in rows} == {"succeeded"}
+    assert max(r.attempts for r in rows) == 2  # those it held were taken on again
+    assert_rollup_agrees(db, "night", exact_times=False)
     assert_days_agree(db)
 
 
