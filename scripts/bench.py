@@ -467,10 +467,13 @@ def run_hf(args) -> dict:
 
     from core.model import resolve
     from core.settings import Settings
-    from worker.engine import chat_prompt_ids
+    from worker.engine import chat_prompt_ids, cpu_dtype
 
     settings = Settings.from_env()
     model_path = resolve(settings)
+    # bfloat16 where the CPU computes it: one that emulates it runs it dozens of times slower,
+    # and the worker runs float32 there too (worker/engine.py).
+    dtypes = (torch.bfloat16, torch.float32) if cpu_dtype() == "auto" else (torch.float32,)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
@@ -500,7 +503,7 @@ def run_hf(args) -> dict:
     prompts = [prompt(d) for d in documents(args.corpus, args.hf_docs or args.docs)]
     trial = [prompt(d) for d in documents(args.corpus, 32)]
     best = None
-    for dtype in (torch.bfloat16, torch.float32):
+    for dtype in dtypes:
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
         generate(model, trial[:4], 4)  # warm-up
         for batch in args.hf_batch_sizes:
