@@ -121,8 +121,9 @@ def fetch(settings: Settings, say: Callable[[str], None] = print) -> Path:
 
 def convert(gguf: Path, out: Path) -> None:
     """GGUF to a Hugging Face folder (transformers needs gguf and accelerate), saved in
-    bfloat16: the dtype vLLM runs it in, so vLLM loads it without casting (float32 weights made
-    it warn once a weight, 122 lines of a first run) and the folder is half the size."""
+    bfloat16: the model's own dtype, which vLLM runs wherever the hardware computes bfloat16,
+    so vLLM loads it without casting (float32 weights made it warn once a weight, 122 lines
+    of a first run) and the folder is half the size."""
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer

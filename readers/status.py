@@ -172,6 +172,7 @@ _COLUMNS = {
         )
         for status in STATUSES
     },
+    "ended": ("ended", ">7", lambda s: f"{s.by_status['cancelled'] + s.by_status['expired']:,}"),
     "prompt tok": ("prompt tok", ">11", lambda s: f"{s.prompt_tokens:,}"),
     "output tok": ("output tok", ">11", lambda s: f"{s.completion_tokens:,}"),
     "docs/s": ("docs/s", ">7", lambda s: f"{s.documents_per_s:.2f}" if s.documents_per_s else "-"),
@@ -193,6 +194,7 @@ STATUS_TABLE = (
     "running",
     "succeeded",
     "failed",
+    "ended",
     "prompt tok",
     "output tok",
     "docs/s",

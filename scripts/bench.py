@@ -118,7 +118,9 @@ def run_raw(args) -> dict:
     from worker.engine import VllmEngine
 
     settings = Settings.from_env()
-    engine = VllmEngine(resolve(settings), settings.profile, settings.model_name)
+    engine = VllmEngine(
+        resolve(settings), settings.profile, settings.model_name, dtype=settings.dtype
+    )
     limit = engine.max_model_len - args.max_tokens
     prompts = [
         engine.prompt_ids(settings.instruction, d) for d in documents(args.corpus, args.docs)
@@ -309,7 +311,9 @@ def run_quality_raw(args) -> dict:
     from worker.engine import VllmEngine
 
     settings = Settings.from_env()
-    engine = VllmEngine(resolve(settings), settings.profile, settings.model_name)
+    engine = VllmEngine(
+        resolve(settings), settings.profile, settings.model_name, dtype=settings.dtype
+    )
     limit = engine.max_model_len - args.max_tokens  # the papers that fit one request
     found, prompts = [], []
     for paper in papers():
@@ -467,13 +471,14 @@ def run_hf(args) -> dict:
 
     from core.model import resolve
     from core.settings import Settings
-    from worker.engine import chat_prompt_ids, cpu_dtype
+    from worker.engine import chat_prompt_ids, engine_dtype
 
     settings = Settings.from_env()
     model_path = resolve(settings)
-    # bfloat16 where the CPU computes it: one that emulates it runs it dozens of times slower,
-    # and the worker runs float32 there too (worker/engine.py).
-    dtypes = (torch.bfloat16, torch.float32) if cpu_dtype() == "auto" else (torch.float32,)
+    # The dtypes the worker would run in (SUMMARIZE_DTYPE; "auto": bfloat16 and float32 both
+    # tried, float32 alone on a CPU that emulates bfloat16, as worker/engine.py decides).
+    dtype = engine_dtype(settings.dtype, cpu=not torch.cuda.is_available())
+    dtypes = (torch.bfloat16, torch.float32) if dtype == "auto" else (getattr(torch, dtype),)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

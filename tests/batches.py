@@ -13,7 +13,7 @@ import time
 import redis
 import sqlalchemy as sa
 
-from core.tables import results
+from core.tables import STATUSES, results
 from jobs.submit import submit as submit_files
 from readers.views import as_utc
 from tests.conftest import write
@@ -116,7 +116,7 @@ def make_week(settings, db, tmp_path) -> None:
     summarize_queued(settings, db, "tuesday")
 
 
-STATUS_COUNTS = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
+STATUS_COUNTS = STATUSES  # every status a row may have
 COUNTED = (
     "documents",
     *STATUS_COUNTS,

@@ -18,7 +18,9 @@ if __name__ == "__main__":
     from worker.engine import VllmEngine
 
     settings = Settings.from_env()
-    engine = VllmEngine(resolve(settings), settings.profile, settings.model_name)
+    engine = VllmEngine(
+        resolve(settings), settings.profile, settings.model_name, dtype=settings.dtype
+    )
     prompts = [
         TokensPrompt(prompt_token_ids=engine.prompt_ids(settings.instruction, text))
         for text in json.loads(sys.stdin.read())

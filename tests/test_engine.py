@@ -83,9 +83,10 @@ def test_a_document_cannot_write_its_own_chat_turns(model):
     assert len([i for i in template(forged) if i in special]) > len(controls)  # what it prevents
 
 
-def test_the_default_model_is_saved_in_the_dtype_vllm_runs_it_in(model):
-    """`summarize model fetch` saves bfloat16: vLLM then loads it without casting each weight
-    (and saying so, 122 lines of a first run)."""
+def test_the_default_model_is_saved_in_its_own_dtype_bfloat16(model):
+    """`summarize model fetch` saves bfloat16, the dtype vLLM runs it in where the CPU (or GPU)
+    computes bfloat16: vLLM then loads it without casting each weight (and saying so, 122
+    lines of a first run). A CPU without bfloat16 runs it in float32 (worker/engine.py)."""
     config = json.loads((Path(model) / "config.json").read_text())
     assert config.get("dtype", config.get("torch_dtype")) == "bfloat16"
 
@@ -118,10 +119,14 @@ def test_the_loop_breaking_penalty_chooses_the_tokens_vllms_own_frequency_penalt
 
 
 def test_on_a_cpu_without_bfloat16_arithmetic_the_model_runs_in_float32():
-    from worker.engine import cpu_dtype
+    from worker.engine import engine_dtype
 
     epyc = "flags\t\t: fpu sse sse2 avx avx2 fma\n"  # this project's CI machine
     sapphire_rapids = "flags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+    graviton3 = "Features\t: fp asimd sve bf16 i8mm\n"
 
-    assert cpu_dtype(epyc) == "float32"  # bfloat16 emulated: about 4x slower (README)
-    assert cpu_dtype(sapphire_rapids) == "auto"  # the model's own, bfloat16
+    assert engine_dtype("auto", True, epyc) == "float32"  # bfloat16 emulated there (README)
+    assert engine_dtype("auto", True, sapphire_rapids) == "auto"  # the model's own, bfloat16
+    assert engine_dtype("auto", True, graviton3) == "auto"
+    assert engine_dtype("bfloat16", True, epyc) == "bfloat16"  # SUMMARIZE_DTYPE decides
+    assert engine_dtype("auto", False, epyc) == "auto"  # a GPU runs the model's own

@@ -211,6 +211,10 @@ def test_cancel_marks_queued_documents_and_the_worker_skips_them(env, settings, 
     by_name = {r.source_path.rsplit("/", 1)[-1]: r for r in all_rows(db)}
     assert by_name["a.txt"].status == "cancelled"
     assert by_name["b.txt"].status == "running"
+    heading, line = run(env, "status", "b").output.splitlines()[:2]
+    shown = dict(zip(heading.split()[:7], line.split()[:7], strict=True))
+    assert shown == {"batch": "b", "docs": "2", "queued": "0", "running": "1",
+                     "succeeded": "0", "failed": "0", "ended": "1"}  # fmt: skip
     engine = FakeEngine()
     drain = Drain(engine, Recorder(db, retry_s=1), settings, on_fatal=lambda d: None)
     drain.start()

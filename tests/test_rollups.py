@@ -268,3 +268,8 @@ def test_documents_that_expired_before_the_expired_status_become_expired_by_its_
             ).scalar()
             == cancelled_before
         )
+    inspector = sa.inspect(db)
+    for table in ("batch_rollups", "daily_rollups"):
+        assert "expired" not in {c["name"] for c in inspector.get_columns(table)}
+    with pytest.raises(sa.exc.IntegrityError), db.begin() as conn:  # 0008's CHECK again
+        conn.execute(sa.text("UPDATE results SET status = 'expired' WHERE batch = 'monday'"))

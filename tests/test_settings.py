@@ -67,6 +67,11 @@ def test_xdg_data_home_moves_the_data_directory(tmp_path):
         ),
         ("SUMMARIZE_PROMPT", "   ", "SUMMARIZE_PROMPT='   ' must not be empty."),
         ("SUMMARIZE_QUEUE", "a queue", "SUMMARIZE_QUEUE='a queue' must be a queue name"),
+        (
+            "SUMMARIZE_DTYPE",
+            "bf16",
+            "SUMMARIZE_DTYPE='bf16' must be one of auto, bfloat16, float16, float32.",
+        ),
     ],
 )
 def test_a_bad_value_is_refused_with_a_message_naming_the_variable(variable, value, message):

@@ -74,21 +74,22 @@ def is_cpu_build() -> bool:
     return current_platform.is_cpu()
 
 
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo: the CPU computes bfloat16 itself
+# /proc/cpuinfo: the CPU computes bfloat16 itself (x86's AVX512-BF16 or AMX, Arm's BF16).
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
 
-def cpu_dtype(cpuinfo: str | None = None) -> str:
-    """The dtype for vLLM's CPU build: the model's own (bfloat16) where the CPU computes it,
-    float32 where it does not. A CPU without AVX512-BF16 or AMX emulates bfloat16 (measured
-    on a 2-core AVX2 EPYC: a 2048x2048 matrix product at 0.3 GFLOP/s in bfloat16 against 108
-    in float32, and the engine about twenty times slower)."""
+def engine_dtype(asked: str, cpu: bool, cpuinfo: str | None = None) -> str:
+    """The dtype to run the model in: `asked` (SUMMARIZE_DTYPE), except that "auto" on vLLM's
+    CPU build is float32 where the CPU has no bfloat16 arithmetic and emulates it, several
+    times slower (README, "bfloat16 on the CPU"). The model's own dtype stays "auto"."""
+    if asked != "auto" or not cpu:
+        return asked
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
             return "auto"
-    flags = set(cpuinfo.split())
-    return "auto" if flags & set(BF16_FLAGS) else "float32"
+    return "auto" if set(cpuinfo.split()) & set(BF16_FLAGS) else "float32"
 
 
 class VllmEngine:
@@ -105,7 +106,7 @@ class VllmEngine:
     ):
         """`statistics`: let vLLM record its engine metrics (running and waiting requests, KV
         cache use) in prometheus_client's registry, which the worker's metrics serve.
-        `dtype` "auto": the model's own, or float32 on a CPU without bfloat16 (cpu_dtype)."""
+        `dtype` "auto": the model's own, or float32 on a CPU without bfloat16 (engine_dtype)."""
         # vLLM's CPU build keeps a core for its scheduler unless told otherwise; on a machine with
         # few cores that halves the compute (measured: 1.75 against 2.93 documents/s on 2 cores).
         os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
@@ -115,9 +116,7 @@ class VllmEngine:
         memory_share = profile.cpu_memory_utilization if cpu else profile.gpu_memory_utilization
         _check_memory(memory_share, cpu)
         self.profile = profile
-        asked = dtype
-        if dtype == "auto" and cpu:
-            dtype = cpu_dtype()
+        asked, dtype = dtype, engine_dtype(dtype, cpu)
         if dtype != asked:
             log.info("this CPU has no bfloat16 arithmetic: the model runs in %s", dtype)
         try:

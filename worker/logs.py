@@ -1,7 +1,7 @@
 """What the worker's log says: our own lines, and vLLM's and Celery's only when they matter.
 
 A first run printed 35 lines of vLLM, torch and Celery start-up notices (and 122 more
-before the model was saved in the dtype vLLM runs it in) around our few. Below
+before the model was saved in bfloat16) around our few. Below
 DEBUG, the worker keeps vLLM's warnings and errors but not its INFO lines, and
 drops the warnings listed in NOISE: each is about a choice this project made on
 purpose, or a hint for vLLM's CPU build, which serves tests here, not users.

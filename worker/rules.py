@@ -8,9 +8,8 @@
 - `extra_args={"frequency_penalty": P}`: each token's logit less P times how often the
   output holds it, as vLLM's own `frequency_penalty` does, last, as vLLM applies its own
   after logits processors. Here it costs the requests that ask for it: vLLM's counts every
-  token of every request in the running batch each step once any request asks (about 30 ms
-  a step at 64 requests, 390 ms at 256, against tens of milliseconds for the step itself on
-  this project's CPU machine).
+  token of every request in the running batch each step once any request asks (measured in
+  the README's "Throughput": hundreds of milliseconds a step at 256 requests).
 
 The engine builds one in its own process (`LLM(logits_processors=[...])`, by name:
 worker/engine.py); it reads each token's text from the model's tokenizer once, when it
