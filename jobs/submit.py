@@ -474,23 +474,36 @@ _ROW_COLUMNS = tuple(c.name for c in results.columns if c.name not in _SET_BY_BA
 
 
 def _earlier_results(conn, keys: set[str]) -> tuple[dict[str, dict], set[str]]:
-    """Of these result keys: which have a summary already, and which are queued or running."""
+    """Of these result keys: which have a summary already, and which are queued or running.
+
+    A summary is read from the row that generated it, not from the copies deduplication
+    made of it: a corpus submitted every night holds a copy a night of each key, and
+    reading them all made each submit slower than the last. Only a key whose generating row
+    was purged is looked up among its copies.
+    """
     if not keys:
         return {}, set()
-    found = conn.execute(
-        sa.select(
-            results.c.result_key, results.c.status, *(results.c[c] for c in GENERATED_COLUMNS)
-        )
-        .where(results.c.result_key.in_(keys), results.c.status.in_(("succeeded", *PENDING)))
-        .order_by(results.c.id)
-    )
     done: dict[str, dict] = {}
     in_flight: set[str] = set()
-    for row in found:
-        if row.status == "succeeded":
-            done.setdefault(row.result_key, {c: getattr(row, c) for c in GENERATED_COLUMNS})
-        else:
-            in_flight.add(row.result_key)
+
+    def read(keys: set[str], which: sa.ColumnElement) -> None:
+        found = conn.execute(
+            sa.select(
+                results.c.result_key, results.c.status, *(results.c[c] for c in GENERATED_COLUMNS)
+            )
+            .where(results.c.result_key.in_(keys), which)
+            .order_by(results.c.id)
+        )
+        for row in found:
+            if row.status != "succeeded":
+                in_flight.add(row.result_key)
+            elif row.result_key not in done:
+                done[row.result_key] = {c: getattr(row, c) for c in GENERATED_COLUMNS}
+
+    succeeded = results.c.status == "succeeded"
+    read(keys, sa.or_(results.c.status.in_(PENDING), succeeded & ~results.c.deduplicated))
+    if missing := keys - done.keys() - in_flight:
+        read(missing, succeeded & results.c.deduplicated)
     return done, in_flight
 
 

@@ -135,6 +135,26 @@ def test_a_document_summarized_before_is_answered_from_its_summary(env, db, tmp_
     assert len(queued_keys(env)) == 1
 
 
+def test_a_summary_is_reused_from_a_copy_once_the_row_that_generated_it_is_purged(
+    env, db, tmp_path
+):
+    write(tmp_path / "one", "a.txt", "Same words.")
+    run(env, "submit", str(tmp_path / "one"), "--batch", "monday")
+    with db.begin() as conn:  # as the worker would leave it
+        conn.execute(results.update().values(status="succeeded", summary="S.", prompt_tokens=7))
+    for night in ("tuesday", "wednesday"):  # copies of monday's summary
+        run(env, "submit", str(tmp_path / "one"), "--batch", night)
+    assert run(env, "purge", "--batch", "monday").exit_code == 0
+
+    result = run(env, "submit", str(tmp_path / "one"), "--batch", "thursday")
+
+    assert summary_line(result.output, "deduplicated") == 1
+    with db.connect() as conn:
+        rows = {r.batch: r for r in conn.execute(sa.select(results))}
+    assert set(rows) == {"tuesday", "wednesday", "thursday"}
+    assert (rows["thursday"].summary, rows["thursday"].prompt_tokens) == ("S.", 7)
+
+
 def test_the_same_content_twice_in_one_batch_is_queued_once(env, db, tmp_path):
     write(tmp_path / "in", "a.txt", "Twin.")
     write(tmp_path / "in", "b.txt", "Twin.")
