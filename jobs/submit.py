@@ -23,7 +23,13 @@ import redis
 import sqlalchemy as sa
 
 from core import queue
-from core.database import insert, insert_ignoring_conflicts, refresh_statistics, unavailable
+from core.database import (
+    insert,
+    insert_ignoring_conflicts,
+    refresh_statistics,
+    unavailable,
+    vacuum_rollups,
+)
 from core.errors import SummarizeError
 from core.prompt import prompt_hash, result_key
 from core.requeue import REQUEUE_EVERY_S
@@ -293,6 +299,10 @@ def submit(
     if chunk:
         _submit_chunk(settings, db, client, batch, prompt, chunk, report)
         _statistics(db, report, analyze_at)
+    try:
+        vacuum_rollups(db)
+    except sa.exc.SQLAlchemyError as exc:
+        log.warning("could not vacuum the rollups (readers may slow down): %s", exc)
     return report
 
 

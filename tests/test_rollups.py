@@ -222,6 +222,22 @@ def test_rollups_agree_with_a_recount_after_a_worker_is_killed_mid_batch(env, db
     assert_days_agree(db)
 
 
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_submit_vacuums_the_rollups_on_postgresql(settings, db, tmp_path):
+    """Each change to rows leaves old versions of their rollup rows; without autovacuum
+    (off on this project's test server) readers would read them all."""
+    submit(settings, db, tmp_path, "tuesday", TUESDAY)
+    with db.connect() as conn:
+        vacuumed = conn.execute(
+            sa.text(
+                "SELECT relname FROM pg_stat_user_tables WHERE last_vacuum IS NOT NULL "
+                "AND relname = ANY(:tables)"
+            ),
+            {"tables": list(database.ROLLUPS)},
+        ).scalars()
+        assert sorted(vacuumed) == sorted(database.ROLLUPS)
+
+
 def test_the_quality_rollup_of_rows_written_before_it_is_filled_in_by_its_migration(
     settings, db, tmp_path
 ):

@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 import sqlalchemy as sa
 
-from core import broker, queue, requeue
+from core import broker, database, queue, requeue
 from core.model import resolve as resolve_model
 from core.settings import Settings
 from worker import echo, logs, runtime
@@ -152,7 +152,8 @@ def _scheduled_tags() -> frozenset[str]:
 
 
 def _requeue_stranded(settings: Settings, db: sa.Engine, stop: threading.Event) -> None:
-    """Every REQUEUE_EVERY_S: queue again what the database says is pending and Redis lost."""
+    """Every REQUEUE_EVERY_S: queue again what the database says is pending and Redis lost;
+    and vacuum the rollups our writes keep changing (PostgreSQL; core/database.py)."""
     client = None
     every_s = requeue.REQUEUE_EVERY_S
     while not stop.wait(every_s):
@@ -162,6 +163,10 @@ def _requeue_stranded(settings: Settings, db: sa.Engine, stop: threading.Event) 
         except Exception as exc:  # noqa: BLE001 - Redis or the database is down: next time
             log.warning("could not look for stranded documents: %s", exc)
             client = None
+        try:
+            database.vacuum_rollups(db)
+        except sa.exc.SQLAlchemyError as exc:
+            log.warning("could not vacuum the rollups (readers may slow down): %s", exc)
 
 
 def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
