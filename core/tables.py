@@ -308,3 +308,5 @@ def lease_lapsed(now: datetime) -> ColumnElement[bool]:
 
 batch_rollups = BatchRollup.__table__
 daily_rollups = DailyRollup.__table__
+# The tables the triggers change with the rows (migrations 0003 and 0006).
+ROLLUPS = (batch_rollups, daily_rollups, QualityRollup.__table__, DurationCount.__table__)

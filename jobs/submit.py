@@ -299,10 +299,7 @@ def submit(
     if chunk:
         _submit_chunk(settings, db, client, batch, prompt, chunk, report)
         _statistics(db, report, analyze_at)
-    try:
-        vacuum_rollups(db)
-    except sa.exc.SQLAlchemyError as exc:
-        log.warning("could not vacuum the rollups (readers may slow down): %s", exc)
+    vacuum_rollups(db)
     return report
 
 

@@ -477,8 +477,8 @@ def run_hf(args) -> dict:
     model_path = resolve(settings)
     # The dtypes the worker would run in (SUMMARIZE_DTYPE; "auto": bfloat16 and float32 both
     # tried, float32 alone on a CPU that emulates bfloat16, as worker/engine.py decides).
-    dtype = engine_dtype(settings.dtype, cpu=not torch.cuda.is_available())
-    dtypes = (torch.bfloat16, torch.float32) if dtype == "auto" else (getattr(torch, dtype),)
+    runs_in = engine_dtype(settings.dtype, cpu=not torch.cuda.is_available())
+    dtypes = (torch.bfloat16, torch.float32) if runs_in == "auto" else (getattr(torch, runs_in),)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

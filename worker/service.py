@@ -163,10 +163,7 @@ def _requeue_stranded(settings: Settings, db: sa.Engine, stop: threading.Event) 
         except Exception as exc:  # noqa: BLE001 - Redis or the database is down: next time
             log.warning("could not look for stranded documents: %s", exc)
             client = None
-        try:
-            database.vacuum_rollups(db)
-        except sa.exc.SQLAlchemyError as exc:
-            log.warning("could not vacuum the rollups (readers may slow down): %s", exc)
+        database.vacuum_rollups(db)
 
 
 def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
