@@ -266,6 +266,27 @@ def test_a_batch_submitted_without_a_sentence_limit_asks_for_none(
     assert list(engine.max_sentences.values()) == [None]
 
 
+def test_each_claim_carries_its_batchs_own_instruction_while_prompts_are_kept_and_let_go(
+    settings, db, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("worker.recorder.PROMPTS_KEPT", 2)  # a third prompt lets the kept go
+    keys, said = {}, {}
+    for name in ("one", "two", "three"):
+        batch = settings.with_changes(instruction=f"Say it as {name} would.")
+        texts = {f"{name}-a.txt": f"a {name}", f"{name}-b.txt": f"b {name}"}
+        keys |= submitted(batch, db, tmp_path / name, texts, name)
+        said |= {keys[file]: f"Say it as {name} would." for file in texts}
+    recorder = Recorder(db, retry_s=1)
+
+    first = recorder.claim([keys["one-a.txt"], keys["two-a.txt"]])  # two prompts kept
+    later = recorder.claim([keys["three-a.txt"], keys["one-b.txt"]])  # a kept one, a new one
+
+    assert {k: c.instruction for k, c in (first | later).items()} == {
+        k: said[k] for k in (*first, *later)
+    }
+    assert len(first | later) == 4
+
+
 def test_a_document_for_another_model_is_left_queued_for_a_worker_running_it(
     settings, db, tmp_path, run_drain
 ):

@@ -63,6 +63,7 @@ def test_a_number_inside_a_longer_one_is_not_found_in_it():
 def test_a_number_inside_a_decimal_a_word_or_a_list_is_not_found_in_it():
     assert novel_numbers("5 goals", "It scored 5.5 on the MP5 scale.") == ["5"]
     assert novel_numbers("12 and 1200", "Games 12,13 and 1,200 fans.") == []
+    assert novel_numbers("5200 and 3000", "Rooms a,200 and 5, 200; 3,000 at the start.") == ["5200"]
 
 
 def test_a_quoted_sentence_said_three_times_is_a_loop():

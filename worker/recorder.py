@@ -82,6 +82,8 @@ class Outcome:
     retry_in_s: float | None = None  # with status "queued": when to try again
 
 
+PROMPTS_KEPT = 10_000  # `prompts` rows a worker keeps in memory (claims read them)
+
 TEXT_GONE = (
     "the document's text is no longer stored (it was dropped after an earlier summary): "
     "submit the file again under a new batch name"
@@ -104,6 +106,7 @@ class Recorder:
         self.lease_s = lease_s  # how long a claim holds a row unless renewed
         self.worker = worker or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self._retry = retrying(retry_s)
+        self._prompts: dict[str, sa.Row] = {}  # prompt_hash -> its row (_prompts_of)
         # SQLite lets one writer in at a time and makes the others poll for the lock with
         # growing sleeps; our threads (claims, writes, leases) queue here instead, each woken
         # the moment the one before commits.
@@ -213,14 +216,7 @@ class Recorder:
                     )
                 ).all()
             )
-            by_hash = {
-                p.prompt_hash: p
-                for p in conn.execute(
-                    sa.select(prompts).where(
-                        prompts.c.prompt_hash.in_({t.prompt_hash for t in taken.values()})
-                    )
-                )
-            }
+            by_hash = self._prompts_of(conn, {t.prompt_hash for t in taken.values()})
             gone = [key for key, t in taken.items() if bodies.get(t.content_hash) is None]
             if gone:  # only hand-written SQL gets here: a pending row keeps its text
                 conn.execute(
@@ -245,6 +241,18 @@ class Recorder:
                 attempts=t.attempts,
             )
         return claims
+
+    def _prompts_of(self, conn: sa.Connection, hashes: set[str]) -> dict[str, sa.Row]:
+        """The `prompts` rows of these hashes. A hash names its settings for good, so rows
+        read once are kept (a batch's documents share one) and only new hashes are read."""
+        unknown = hashes - self._prompts.keys()
+        if unknown:
+            if len(self._prompts) + len(unknown) > PROMPTS_KEPT:
+                self._prompts.clear()  # each request of an OpenAI file may bring its own
+                unknown = hashes
+            rows = conn.execute(sa.select(prompts).where(prompts.c.prompt_hash.in_(unknown)))
+            self._prompts.update((row.prompt_hash, row) for row in rows)
+        return self._prompts
 
     def record(self, outcomes: list[Outcome]) -> None:
         """Write every outcome in one transaction (retrying a database that went away)."""
