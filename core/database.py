@@ -9,12 +9,14 @@ import contextlib
 import fcntl
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from tenacity import (
@@ -196,6 +198,47 @@ def _migration_lock(settings: Settings) -> Iterator[None]:
         finally:
             conn.execute(sa.text("SELECT pg_advisory_unlock(7263510)"))
     db.dispose()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A statement compiled once for a dialect and run through the driver: its text never
+    changes, so neither SQLAlchemy nor the database makes it again (building, caching and
+    expanding a statement cost a claim of 64 documents 2.8 ms in SQLAlchemy, more than SQLite
+    took to run it)."""
+
+    sql: str
+    order: tuple[str, ...] | None  # the parameters' order (SQLite), or None: by name
+    defaults: dict[str, object]
+    processors: dict[str, Callable]
+
+    @classmethod
+    def of(cls, statement: sa.Executable, dialect: sa.Dialect) -> Prepared:
+        compiled = statement.compile(dialect=dialect)
+        processors = {}
+        for name, bind in compiled.binds.items():
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                processors[name] = process
+        order = tuple(compiled.positiontup) if compiled.positional else None
+        return cls(compiled.string, order, dict(compiled.params), processors)
+
+    def execute(self, conn: sa.Connection, **values) -> sa.CursorResult:
+        values = self.defaults | values
+        for name, process in self.processors.items():
+            values[name] = process(values[name])
+        if self.order is not None:
+            return conn.exec_driver_sql(self.sql, tuple(values[name] for name in self.order))
+        return conn.exec_driver_sql(self.sql, values)
+
+
+def one_of(column: sa.ColumnElement, name: str, dialect: sa.Dialect) -> sa.ColumnElement[bool]:
+    """`column IN (the list bound as name)` whose text is the same for any number of values:
+    `= ANY(array)` on PostgreSQL, the elements of a JSON array on SQLite."""
+    if dialect.name == "postgresql":
+        return column == sa.any_(sa.cast(sa.bindparam(name), ARRAY(column.type)))
+    listed = sa.func.json_each(sa.bindparam(name, type_=sa.JSON)).table_valued("value")
+    return column.in_(sa.select(listed.c.value))
 
 
 def insert(db: sa.Engine, table: sa.Table):

@@ -1,7 +1,8 @@
 """The queue in Redis: every fact about our messages, in one place.
 
 Documents travel in chunks: one Celery task message (`summarize.chunk`) carries
-up to `SUMMARIZE_CHUNK_DOCS` result keys, made and sent by Celery's own
+up to `Settings.chunk_size` result keys (SUMMARIZE_CHUNK_DOCS, or the profile's
+`max_num_seqs`), made and sent by Celery's own
 `send_task` on one producer from the app's pool. Keys are packed as unpadded
 base64url of their 32 bytes (43 characters each, no separators): kombu's Redis
 transport stores the body base64-encoded again, and a chunk of 64 hex keys would
@@ -178,7 +179,7 @@ def enqueue(settings: Settings, keys: Iterable[str], model: str | None = None) -
     sent = 0
     try:  # a connection of its own, closed after: an idle embedded Redis may then stop
         with app.connection_for_write() as connection, app.amqp.Producer(connection) as producer:
-            for chunk in chunks(keys, settings.chunk_docs):
+            for chunk in chunks(keys, settings.chunk_size):
                 app.send_task(
                     TASK_NAME,
                     kwargs={"keys": pack(chunk)},

@@ -165,7 +165,9 @@ class Settings:
     stop_grace_s: float = field(
         default=20.0, metadata={"env": "STOP_GRACE_S", "parse": _seconds(0, 3600)}
     )
-    chunk_docs: int = field(default=64, metadata={"env": "CHUNK_DOCS", "parse": _whole(1, 1000)})
+    chunk_docs: int | None = field(
+        default=None, metadata={"env": "CHUNK_DOCS", "parse": _whole(1, 1000)}
+    )  # unset: the profile's max_num_seqs (`chunk_size`)
     in_flight: int | None = field(
         default=None, metadata={"env": "IN_FLIGHT", "parse": _whole(1, 100_000)}
     )
@@ -252,6 +254,14 @@ class Settings:
         if self.max_sentences is not None:
             return self.max_sentences
         return DEFAULT_SENTENCES if instruction == DEFAULT_INSTRUCTION else 0
+
+    @property
+    def chunk_size(self) -> int:
+        """Documents one queue message carries: SUMMARIZE_CHUNK_DOCS, or as many as the
+        profile's engine runs at once (256 for throughput), so a worker's two messages fill
+        its `in_flight` window. Each message's trip through Celery costs the worker more than
+        its documents' writes do (the README's ceiling figures), so larger is faster."""
+        return self.chunk_docs or min(self.profile.max_num_seqs, 1000)
 
     @property
     def summary_max_tokens(self) -> int:

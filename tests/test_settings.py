@@ -109,6 +109,13 @@ def test_profile_knobs_can_be_overridden_one_at_a_time():
     assert settings.profile.max_model_len == 2048
 
 
+def test_a_message_carries_as_many_documents_as_the_engine_runs_at_once_unless_set():
+    assert Settings.from_env({}).chunk_size == 256  # throughput
+    assert Settings.from_env({"SUMMARIZE_PROFILE": "latency"}).chunk_size == 16
+    assert Settings.from_env({"SUMMARIZE_MAX_NUM_SEQS": "4000"}).chunk_size == 1000
+    assert Settings.from_env({"SUMMARIZE_CHUNK_DOCS": "64"}).chunk_size == 64
+
+
 def test_passwords_are_hidden_in_urls():
     assert redact_url("redis://:s3cret@redis:6379/0") == "redis://:***@redis:6379/0"
     assert redact_url("postgresql://app:pw@db/x") == "postgresql://app:***@db/x"

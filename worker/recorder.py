@@ -22,7 +22,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from core.database import retrying
+from core.database import Prepared, one_of, retrying
 from core.retention import drop_texts
 from core.tables import (
     GENERATED_COLUMNS,
@@ -119,11 +119,6 @@ class Recorder:
         with self._one_writer, self.db.begin() as conn:
             yield conn
 
-    def _free(self, now) -> sa.ColumnElement:
-        """Rows this worker may take: queued, or running under a lease that ran out (or ours)."""
-        free = sa.or_(lease_lapsed(now), results.c.claimed_by == self.worker)
-        return sa.or_(results.c.status == "queued", sa.and_(results.c.status == "running", free))
-
     def renew(self, keys: list[str]) -> None:
         """Extend this worker's lease on the rows it is running (once: the next renewal is a
         quarter of a lease away, so a database that is away is not waited for)."""
@@ -171,7 +166,7 @@ class Recorder:
                 .where(
                     results.c.result_key.in_(keys),
                     results.c.status == "running",
-                    self._free(utcnow()),
+                    _free(utcnow(), self.worker),
                 )
                 .values(**values)
             )
@@ -185,37 +180,22 @@ class Recorder:
             return {}
         now = utcnow()
         with self._transaction() as conn:
+            claiming, reading = _claiming(conn.dialect)
             taken: dict[str, _Taken] = {}
-            for row in conn.execute(
-                results.update()
-                .where(results.c.result_key.in_(keys), is_pending, self._free(now))
-                .values(
-                    status="running",
-                    attempts=results.c.attempts + 1,
-                    started_at=now,
-                    claimed_by=self.worker,
-                    lease_until=now + timedelta(seconds=self.lease_s),
-                )
-                .returning(
-                    results.c.result_key,
-                    results.c.attempts,
-                    results.c.model,
-                    results.c.prompt_hash,
-                    results.c.content_hash,
-                )
+            for key, *row in claiming.execute(
+                conn,
+                keys=keys,
+                now=now,
+                until=now + timedelta(seconds=self.lease_s),
+                worker=self.worker,
             ):
-                seen = taken.get(row.result_key)  # a key's rows in several batches: one document
-                if seen is None or row.attempts > seen.attempts:
-                    taken[row.result_key] = _Taken(*row[1:])
+                seen = taken.get(key)  # a key's rows in several batches: one document
+                if seen is None or row[0] > seen.attempts:
+                    taken[key] = _Taken(*row)
             if not taken:
                 return {}
-            bodies = dict(
-                conn.execute(
-                    sa.select(documents.c.content_hash, documents.c.body).where(
-                        documents.c.content_hash.in_({t.content_hash for t in taken.values()})
-                    )
-                ).all()
-            )
+            hashes = list({t.content_hash for t in taken.values()})
+            bodies = dict(reading.execute(conn, hashes=hashes).all())
             by_hash = self._prompts_of(conn, {t.prompt_hash for t in taken.values()})
             gone = [key for key, t in taken.items() if bodies.get(t.content_hash) is None]
             if gone:  # only hand-written SQL gets here: a pending row keeps its text
@@ -285,6 +265,37 @@ class Recorder:
                     .values(status="queued", error=sa.bindparam("v_error")),
                     [{"k": o.key, "v_error": o.error} for o in again],
                 )
+
+
+def _free(now, worker) -> sa.ColumnElement[bool]:
+    """Rows `worker` may take: queued, or running under a lease that ran out (or its own)."""
+    free = sa.or_(lease_lapsed(now), results.c.claimed_by == worker)
+    return sa.or_(results.c.status == "queued", sa.and_(results.c.status == "running", free))
+
+
+@functools.cache
+def _claiming(dialect: sa.Dialect) -> tuple[Prepared, Prepared]:
+    """A claim's two statements, compiled once: mark the pending rows of `keys` running for
+    `worker` from `now` until `until`, returning each row's attempts, model, prompt and text
+    hashes; and read the texts of `hashes`."""
+    now = sa.bindparam("now", type_=results.c.started_at.type)
+    worker = sa.bindparam("worker", type_=results.c.claimed_by.type)
+    claiming = (
+        results.update()
+        .where(one_of(results.c.result_key, "keys", dialect), is_pending, _free(now, worker))
+        .values(
+            status="running",
+            attempts=results.c.attempts + 1,
+            started_at=now,
+            claimed_by=worker,
+            lease_until=sa.bindparam("until", type_=results.c.lease_until.type),
+        )
+        .returning(*(results.c[name] for name in ("result_key", *_Taken._fields)))
+    )
+    reading = sa.select(documents.c.content_hash, documents.c.body).where(
+        one_of(documents.c.content_hash, "hashes", dialect)
+    )
+    return Prepared.of(claiming, dialect), Prepared.of(reading, dialect)
 
 
 _WRITTEN = {  # the columns an outcome writes, in the table's order, with their types

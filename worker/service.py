@@ -38,14 +38,14 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
     logs.configure(loglevel)
     profile = settings.profile
     in_flight = settings.in_flight or 2 * profile.max_num_seqs
-    messages = max(2, -(-in_flight // settings.chunk_docs))  # chunks held at once
+    messages = max(2, -(-in_flight // settings.chunk_size))  # chunks held at once
     log.info(
         "profile %s: %s; in flight %d documents, %d messages of up to %d (%s)",
         profile.name,
         ", ".join(f"{k}={v}" for k, v in profile.knobs().items() if k != "name"),
         in_flight,
         messages,
-        settings.chunk_docs,
+        settings.chunk_size,
         profile.use_when,
     )
     if (
