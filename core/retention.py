@@ -19,6 +19,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from core.database import one_of
 from core.tables import (
     FINAL,
     DailyRollup,
@@ -63,52 +64,48 @@ def end_queued(
 
 def drop_texts(conn: sa.Connection, hashes: Hashes) -> int:
     """Drop the texts of these documents that no row needs any more; returns how many."""
-    chosen = _hashes(hashes)
-    if chosen is None:
+    found = _chosen(conn, hashes)
+    if found is None:
         return 0
-    _lock(conn, chosen, documents.c.body.is_not(None))
-    needed = sa.select(results.c.content_hash).where(
-        results.c.content_hash.in_(chosen), _needs_text
-    )
+    chosen, values = found
+    _lock(conn, values, chosen, documents.c.body.is_not(None))
+    needed = sa.exists().where(results.c.content_hash == documents.c.content_hash, _needs_text)
     return conn.execute(
-        documents.update()
-        .where(
-            documents.c.content_hash.in_(chosen),
-            documents.c.body.is_not(None),
-            documents.c.content_hash.not_in(needed),
-        )
-        .values(body=None)
+        documents.update().where(chosen, documents.c.body.is_not(None), ~needed).values(body=None),
+        values,
     ).rowcount
 
 
 def _delete_unused(conn: sa.Connection, hashes: list[str]) -> int:
     """Delete the documents of these hashes that no row refers to; returns how many."""
-    chosen = _hashes(hashes)
-    if chosen is None:
+    found = _chosen(conn, hashes)
+    if found is None:
         return 0
-    _lock(conn, chosen)
-    used = sa.select(results.c.content_hash).where(results.c.content_hash.in_(chosen))
-    return conn.execute(
-        documents.delete().where(
-            documents.c.content_hash.in_(chosen), documents.c.content_hash.not_in(used)
-        )
-    ).rowcount
+    chosen, values = found
+    _lock(conn, values, chosen)
+    used = sa.exists().where(results.c.content_hash == documents.c.content_hash)
+    return conn.execute(documents.delete().where(chosen, ~used), values).rowcount
 
 
-def _hashes(hashes: Hashes) -> list[str] | sa.Select | None:
+def _chosen(conn: sa.Connection, hashes: Hashes) -> tuple[sa.ColumnElement[bool], dict] | None:
+    """The documents of these hashes, as a test and its parameters (a list is bound whole, so
+    the statement's text is the same for any number of them); None when there are none."""
     if isinstance(hashes, sa.Select):
-        return hashes
+        return documents.c.content_hash.in_(hashes), {}
     chosen = sorted({h for h in hashes if h})
-    return chosen or None
+    if not chosen:
+        return None
+    return one_of(documents.c.content_hash, "hashes", conn.dialect), {"hashes": chosen}
 
 
-def _lock(conn: sa.Connection, chosen, *where) -> None:
+def _lock(conn: sa.Connection, values: dict, *where: sa.ColumnElement[bool]) -> None:
     if conn.dialect.name == "postgresql":
         conn.execute(
             sa.select(documents.c.content_hash)
-            .where(documents.c.content_hash.in_(chosen), *where)
+            .where(*where)
             .order_by(documents.c.content_hash)
-            .with_for_update()
+            .with_for_update(),
+            values,
         )
 
 
