@@ -105,7 +105,8 @@ def document_seconds(dialect: str) -> str:
     if dialect == "postgresql":
         return "CAST(EXTRACT(EPOCH FROM (finished_at - started_at)) AS DOUBLE PRECISION)"
     return (
-        "((CAST(strftime('%s', finished_at) AS INTEGER) - CAST(strftime('%s', started_at) AS INTEGER))"
+        "((CAST(strftime('%s', substr(finished_at, 1, 19)) AS INTEGER)"
+        " - CAST(strftime('%s', substr(started_at, 1, 19)) AS INTEGER))"
         " + (CAST(substr(finished_at, 20, 7) AS REAL) - CAST(substr(started_at, 20, 7) AS REAL)))"
     )
 

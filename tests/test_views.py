@@ -17,7 +17,15 @@ from alembic import command
 from core import database
 from core.tables import batches, results
 from readers.status import batch_status
-from readers.views import PERCENTILE_ERROR, VIEWS, as_utc, batch_stats, daily_stats, failures
+from readers.views import (
+    PERCENTILE_ERROR,
+    VIEWS,
+    as_utc,
+    batch_stats,
+    daily_stats,
+    document_seconds,
+    failures,
+)
 from tests.batches import (
     COUNTED,
     MONDAY,
@@ -254,6 +262,30 @@ def test_times_are_exact_to_the_microsecond_and_days_split_at_utc_midnight(db):
     assert (second.p50_document_s, second.p95_document_s) == (about(15.000015), about(20.00002))
     assert second.wall_s == pytest.approx(90, abs=1e-9)
     assert second.failure_rate == pytest.approx(1 / 12)
+
+
+def test_a_time_in_the_last_half_millisecond_of_a_second_is_not_rounded_into_the_next(db):
+    # SQLite rounds a time to the millisecond before it gives its whole seconds: 50.999700
+    # was 51, and a document that took 0.4 s took -0.6 s (and one of 0.9997 s, 1.9997 s).
+    late = T0.replace(microsecond=999_700)
+    add_rows(
+        db,
+        "edge",
+        [
+            {"started_at": late, "finished_at": late + timedelta(seconds=0.4)},
+            {"started_at": T0, "finished_at": late},
+        ],
+    )
+
+    edge = view_rows(db, batch_stats, "batch")["edge"]
+    with db.connect() as conn:
+        took = conn.execute(
+            sa.text(f"SELECT {document_seconds(db.dialect.name)} FROM results ORDER BY 1")
+        ).scalars()
+        took = list(took)
+
+    assert took == [pytest.approx(0.4, abs=1e-9), pytest.approx(0.9997, abs=1e-9)]
+    assert (edge.p50_document_s, edge.p95_document_s) == (about(0.4), about(0.9997))
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)

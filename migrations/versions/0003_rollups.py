@@ -57,11 +57,16 @@ def bucket_rows() -> list[dict]:
 
 
 def _seconds(later: str, earlier: str, dialect: str) -> str:
-    """SQL for `later - earlier` in seconds (as in 0002: exact to the microsecond on SQLite)."""
+    """SQL for `later - earlier` in seconds (as in 0002: exact to the microsecond on SQLite).
+
+    On SQLite the whole seconds come from the text cut before its fraction: strftime rounds
+    to the millisecond, so a time in the last half millisecond of a second counted as the
+    next one, and its row took a second more or less (fixed by 0010)."""
     if dialect == "postgresql":
         return f"CAST(EXTRACT(EPOCH FROM ({later} - {earlier})) AS DOUBLE PRECISION)"
     return (
-        f"((CAST(strftime('%s', {later}) AS INTEGER) - CAST(strftime('%s', {earlier}) AS INTEGER))"
+        f"((CAST(strftime('%s', substr({later}, 1, 19)) AS INTEGER)"
+        f" - CAST(strftime('%s', substr({earlier}, 1, 19)) AS INTEGER))"
         f" + (CAST(substr({later}, 20, 7) AS REAL) - CAST(substr({earlier}, 20, 7) AS REAL)))"
     )
 
