@@ -24,6 +24,7 @@ DEFAULT_INSTRUCTION = (
 MAX_SUMMARY_TOKENS = 8192  # the longest summary anyone may ask for (env, --max-tokens, records)
 DEFAULT_SENTENCES = 3  # the default instruction's "two or three sentences", enforced
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+MAX_CHUNK_DOCS = 1000  # the most documents one queue message may carry
 
 
 def _default_data_dir(env: Mapping[str, str]) -> Path:
@@ -166,7 +167,7 @@ class Settings:
         default=20.0, metadata={"env": "STOP_GRACE_S", "parse": _seconds(0, 3600)}
     )
     chunk_docs: int | None = field(
-        default=None, metadata={"env": "CHUNK_DOCS", "parse": _whole(1, 1000)}
+        default=None, metadata={"env": "CHUNK_DOCS", "parse": _whole(1, MAX_CHUNK_DOCS)}
     )  # unset: the profile's max_num_seqs (`chunk_size`)
     in_flight: int | None = field(
         default=None, metadata={"env": "IN_FLIGHT", "parse": _whole(1, 100_000)}
@@ -261,7 +262,7 @@ class Settings:
         profile's engine runs at once (256 for throughput), so a worker's two messages fill
         its `in_flight` window. Each message's trip through Celery costs the worker more than
         its documents' writes do (the README's ceiling figures), so larger is faster."""
-        return self.chunk_docs or min(self.profile.max_num_seqs, 1000)
+        return self.chunk_docs or min(self.profile.max_num_seqs, MAX_CHUNK_DOCS)
 
     @property
     def summary_max_tokens(self) -> int:

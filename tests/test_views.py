@@ -279,10 +279,11 @@ def test_a_time_in_the_last_half_millisecond_of_a_second_is_not_rounded_into_the
 
     edge = view_rows(db, batch_stats, "batch")["edge"]
     with db.connect() as conn:
-        took = conn.execute(
-            sa.text(f"SELECT {document_seconds(db.dialect.name)} FROM results ORDER BY 1")
-        ).scalars()
-        took = list(took)
+        took = list(
+            conn.execute(
+                sa.text(f"SELECT {document_seconds(db.dialect.name)} FROM results ORDER BY 1")
+            ).scalars()
+        )
 
     assert took == [pytest.approx(0.4, abs=1e-9), pytest.approx(0.9997, abs=1e-9)]
     assert (edge.p50_document_s, edge.p95_document_s) == (about(0.4), about(0.9997))

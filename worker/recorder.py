@@ -189,9 +189,9 @@ class Recorder:
                 until=now + timedelta(seconds=self.lease_s),
                 worker=self.worker,
             ):
-                seen = taken.get(key)  # a key's rows in several batches: one document
-                if seen is None or row[0] > seen.attempts:
-                    taken[key] = _Taken(*row)
+                found, seen = _Taken(*row), taken.get(key)  # a key in several batches: one
+                if seen is None or found.attempts > seen.attempts:  # document, its newest try
+                    taken[key] = found
             if not taken:
                 return {}
             hashes = list({t.content_hash for t in taken.values()})
