@@ -3,8 +3,7 @@
 
     python scripts/bench.py                       # all modes on ../shared/corpus/lee-background
     python scripts/bench.py --modes raw,pipeline  # just these
-    python scripts/bench.py --modes raw,pipeline,pipeline,raw,raw,pipeline  # in turn: ratios
-                                                  # over every run of each mode
+    python scripts/bench.py --modes raw,pipeline,pipeline,raw  # in turn: ratios over all runs
     python scripts/bench.py --corpus DIR --max-tokens 64 --docs 96
 
 Modes, each on the same documents, model, profile and greedy sampling, one after another:
@@ -51,9 +50,9 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
 
 It prints documents and output tokens per second for each mode, then one line of ratios:
 `pipeline/raw=… raw/hf=… pipeline/hf=…`. A mode named more than once runs that often, and its
-ratios count all its documents over all its seconds: on a 2-core machine one pair's
-pipeline/raw has moved from 0.92 to 1.07, so pairs in turn say more than one. Settings (SUMMARIZE_PROFILE, SUMMARIZE_MODEL, …)
-are read from the environment as the worker reads them.
+ratios count all its documents over all its seconds: one pair drifts with the machine (the
+README's pairs), runs in turn less so. Settings (SUMMARIZE_PROFILE, SUMMARIZE_MODEL, …) are
+read from the environment as the worker reads them.
 """
 
 from __future__ import annotations
