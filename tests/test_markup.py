@@ -63,3 +63,39 @@ def test_a_text_file_keeps_its_marks_and_markdown_of_nothing_is_empty(tmp_path):
 
     assert corpus.read(str(text), max_bytes=10_000).body == "# not markdown here *really*"
     assert corpus.read(str(empty), max_bytes=10_000).reason == "empty file: nothing to summarize"
+
+
+MEGABYTE = 1_000_000
+
+
+@pytest.mark.timeout(30)  # each takes well under a second; a pattern that backtracks, hours
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        " " * MEGABYTE + "x",  # a run of spaces (table rules, headings)
+        "# a" + " " * MEGABYTE + "b",  # a heading's text before its closing hashes
+        "**a " * (MEGABYTE // 4),  # strong that never closes
+        "*a " * (MEGABYTE // 3),  # emphasis that never closes
+        "_a " * (MEGABYTE // 3),
+        "~~a " * (MEGABYTE // 4),  # struck that never closes
+        "<!--" * (MEGABYTE // 4),  # comments that never close
+        "<script>" * (MEGABYTE // 8),  # scripts that never close
+        "<script " * (MEGABYTE // 8),  # nor does their tag
+        "[" * MEGABYTE,  # links that never close
+        "[" * (MEGABYTE // 2) + "a][" + "x" * (MEGABYTE // 2),
+        "![" * (MEGABYTE // 2),  # images that never close
+        "[a](" * (MEGABYTE // 4),  # addresses that never close
+        "<http:" * (MEGABYTE // 6),  # autolinks that never close
+        "`" * MEGABYTE,  # code marks
+        "- " * (MEGABYTE // 2) + "x",  # almost a rule
+        "|-" * (MEGABYTE // 2) + "x",  # almost a table rule
+    ],
+    ids=lambda text: repr(text[:12]),
+)
+def test_a_hostile_megabyte_is_made_plain_in_linear_time(hostile):
+    assert isinstance(plain(hostile), str)
+
+
+def test_marks_that_do_not_close_stay_as_they_were():
+    assert plain("a **b and <!-- c and [d and ~~e") == "a **b and <!-- c and [d and ~~e"
+    assert plain("x <script>y and z") == "x y and z"  # the tag goes, its unclosed text stays
