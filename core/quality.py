@@ -33,8 +33,10 @@ NOT_IN_WORDS = str.maketrans(dict.fromkeys(string.punctuation.replace("_", "") +
 # back at after, so the search runs from comma to comma (30 times faster on a page of text)
 THOUSANDS = re.compile(r",(?<=\d,)(?=\d{3}(?!\d))")
 NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")
-# Words, and what ends a sentence (a stop, and the quote or bracket that closes on it)
-TOKEN = re.compile(r"\w+|[.!?]+[\"'”’)\]]*(?=\s|$)|\n")
+# Words, and what ends a sentence (a stop, and the quote or bracket that closes on it). A run
+# of stops is tried from its first stop only: a long run that ends inside a word is one
+# failed try, not one a stop (which made a page of dots take seconds).
+TOKEN = re.compile(r"\w+|(?<![.!?])[.!?]+[\"'”’)\]]*(?=\s|$)|\n")
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,9 @@ def test_a_quoted_sentence_said_three_times_is_a_loop():
 )
 def test_a_summary_quoted_from_its_document_is_copied_whole_in_any_script(document):
     assert signals(document, document).copied == 1.0
+
+
+@pytest.mark.timeout(30)  # well under a second; the old pattern took hours on a megabyte
+@pytest.mark.parametrize("hostile", ["." * 1_000_000 + "x", "?!" * 500_000 + "x"])
+def test_a_megabyte_of_stops_inside_a_word_is_read_in_linear_time(hostile):
+    assert signals(hostile, "a document").looped is False
