@@ -48,6 +48,13 @@ class Text:
     instruction: str | None = None  # None: the batch's
     max_tokens: int | None = None
 
+    @property
+    def weight(self) -> int:
+        """About the bytes it holds until its chunk is written: the text, and a record's id,
+        metadata and instruction (which may be as large)."""
+        extra = (self.doc_id, self.metadata, self.instruction)
+        return self.size_bytes + sum(len(part) for part in extra if part)
+
 
 @dataclass(frozen=True)
 class Unreadable:

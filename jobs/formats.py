@@ -41,6 +41,14 @@ def text_of(kind_: str, raw: bytes) -> str:
     return {"page": page, "pdf": pdf, "word": word}[kind_](raw)
 
 
+def described(exc: BaseException, longest: int = 300) -> str:
+    """An exception as one line a user can read: its type and the start of its message."""
+    message = " ".join(str(exc).split())
+    if len(message) > longest:
+        message = message[: longest - 1] + "…"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 def titled(title: str | None, text: str) -> str:
     """`Title: …` first, as Markdown's first heading is (jobs/markup.py), and not twice."""
     title = (title or "").strip()

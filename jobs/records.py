@@ -22,9 +22,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from core.settings import MAX_SUMMARY_TOKENS
+from jobs import formats
 from jobs.corpus import Text, Unreadable, open_regular
 
 CHAT_URL = "/v1/chat/completions"
+NESTED = "nested too deeply to read (JSON arrays or objects inside each other a thousand deep)"
 
 
 @dataclass(frozen=True)
@@ -82,22 +84,32 @@ def _jsonl(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text |
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except UnicodeDecodeError as exc:
-            yield Unreadable(where, f"line {number}: not valid UTF-8 (byte offset {exc.start})")
-            continue
-        except json.JSONDecodeError as exc:
-            yield Unreadable(where, f"line {number}: not JSON ({exc.msg}, column {exc.colno})")
-            continue
-        if not isinstance(record, dict):
-            yield Unreadable(where, f"line {number}: not a JSON object")
-            continue
-        if openai is None:
-            openai = "custom_id" in record and "body" in record
-        if openai:
-            yield _request(record, where, number, max_bytes)
-        else:
-            yield _record(record, where, number, max_bytes, fields)
+            record = _parsed(line)
+            if openai is None and isinstance(record, dict):
+                openai = "custom_id" in record and "body" in record
+            if isinstance(record, str):
+                yield Unreadable(where, f"line {number}: {record}")
+            elif openai:
+                yield _request(record, where, number, max_bytes)
+            else:
+                yield _record(record, where, number, max_bytes, fields)
+        except Exception as exc:  # noqa: BLE001 - one record must never stop the file
+            yield Unreadable(where, f"line {number}: cannot be read ({formats.described(exc)})")
+
+
+def _parsed(line: bytes) -> dict | str:
+    """A line's JSON object, or what is wrong with the line."""
+    try:
+        record = json.loads(line)
+    except UnicodeDecodeError as exc:
+        return f"not valid UTF-8 (byte offset {exc.start})"
+    except json.JSONDecodeError as exc:
+        return f"not JSON ({exc.msg}, column {exc.colno})"
+    except RecursionError:
+        return NESTED
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    return record
 
 
 def _csv(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text | Unreadable]:
@@ -106,7 +118,7 @@ def _csv(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text | U
     rows = csv.DictReader(lines)
     try:
         header = rows.fieldnames
-    except csv.Error as exc:
+    except (csv.Error, _RecordTooLarge) as exc:
         yield Unreadable(path, f"the CSV header cannot be read ({exc})")
         return
     if not header:
@@ -120,30 +132,31 @@ def _csv(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text | U
         )
         return
     while True:
-        first = rows.line_num + 1
+        lines.new_record()
         try:
             row = next(rows)
         except StopIteration:
-            yield from lines.unreported(path, rows.line_num + 1)
+            yield from lines.unreported(path, lines.number + 1)
             return
         except csv.Error as exc:
+            first = lines.first or lines.number
             yield from lines.unreported(path, first)
             yield Unreadable(f"{path}:{first}", f"line {first}: not a CSV record ({exc})")
             continue
-        first = max(first, rows.line_num - row_lines(row) + 1)
+        except _RecordTooLarge as exc:  # read past, to its end: the next record starts afresh
+            first = lines.first or lines.number
+            yield from lines.unreported(path, first)
+            yield Unreadable(f"{path}:{first}", f"line {first}: {exc}")
+            continue
+        first = lines.first or lines.number
         yield from lines.unreported(path, first)  # lines csv skipped as blank
-        problem = lines.take(first, rows.line_num)
+        problem = lines.take(first, lines.number)
         if problem:
             yield Unreadable(f"{path}:{first}", f"line {first}: {problem}")
             continue
         if None in row:  # more cells than the header has columns
             row["_extra"] = row.pop(None)
         yield _record(row, f"{path}:{first}", first, max_bytes, fields)
-
-
-def row_lines(row: dict) -> int:
-    """How many physical lines a CSV record spans (newlines inside its quoted cells, plus one)."""
-    return 1 + sum(v.count("\n") for v in row.values() if isinstance(v, str))
 
 
 def _over_the_limit(handle, line: bytes, limit: int) -> str | None:
@@ -156,14 +169,28 @@ def _over_the_limit(handle, line: bytes, limit: int) -> str | None:
     return f"longer than SUMMARIZE_MAX_DOC_BYTES ({limit:,} bytes): shorten the record or raise the limit"
 
 
+class _RecordTooLarge(ValueError):
+    """A CSV record (its cells over several lines) ran on past the size limit."""
+
+
 class _Lines:
     """A binary file's lines as text for the csv module, none read past the size limit; a
-    line too long or not UTF-8 is noted by number (and given to csv blank or repaired)."""
+    line too long or not UTF-8 is noted by number (and given to csv blank or repaired).
+
+    It also follows each record: its first line names it, whatever its cells' quoting, and
+    one whose lines add up to more than the limit is read to its end (where its quotes
+    pair up) without being kept, and refused."""
 
     def __init__(self, handle, limit: int):
         self.handle, self.limit = handle, limit
         self.number = 0
         self.problems: dict[int, str] = {}
+        self.new_record()
+
+    def new_record(self) -> None:
+        self.first: int | None = None  # the record's first line that is not blank
+        self.record_bytes = 0
+        self.quotes = 0  # odd: inside a quoted cell
 
     def __iter__(self):
         return self
@@ -179,6 +206,17 @@ class _Lines:
         if too_long:
             self.problems[self.number] = too_long
             return "\n"
+        self.record_bytes += len(raw)
+        self.quotes += raw.count(b'"')
+        if self.record_bytes > self.limit and self.first is not None:
+            self._skip_record()
+            raise _RecordTooLarge(
+                f"a record of more than SUMMARIZE_MAX_DOC_BYTES ({self.limit:,} bytes), through "
+                f"line {self.number}: shorten it or raise the limit (a quote that never closes "
+                "makes the rest of the file one record)"
+            )
+        if self.first is None and raw.strip(b"\r\n"):
+            self.first = self.number
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -186,6 +224,15 @@ class _Lines:
                 f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}): save the file as UTF-8"
             )
             return raw.decode("utf-8", "replace")
+
+    def _skip_record(self) -> None:
+        """Read on to the line where the record's quotes pair up, keeping nothing."""
+        while self.quotes % 2:
+            piece = self.handle.readline(1 << 20)
+            if not piece:
+                return
+            self.number += piece.endswith(b"\n")
+            self.quotes += piece.count(b'"')
 
     def take(self, first: int, last: int) -> str | None:
         """The first problem of lines first..last, forgetting theirs."""
@@ -321,6 +368,8 @@ def _document(
             f"line {number}: holds a lone surrogate (\\ud8..), which is not text: fix the record",
             doc_id=None,
         )
+    except RecursionError:
+        return Unreadable(where, f"line {number}: {NESTED}", doc_id=doc_id)
     if len(encoded) > max_bytes:
         return Unreadable(
             where,

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 CHUNK_FILES = 1000
 ANALYZE_FIRST = 10_000  # PostgreSQL's statistics refreshed at 10,000 documents, 100,000, …
-CHUNK_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 32 * 1024 * 1024  # texts and records' fields held before a chunk is written
 EXAMPLES_KEPT = 10  # problems listed by name in the summary; the rest are counted
 
 
@@ -290,7 +290,7 @@ def submit(
         for item in _documents(found, settings.max_doc_bytes, fields):
             report.documents += 1
             chunk.append(item)
-            chunk_bytes += item.size_bytes if isinstance(item, Text) else 0
+            chunk_bytes += item.weight if isinstance(item, Text) else 0
             if len(chunk) >= CHUNK_FILES or chunk_bytes >= CHUNK_BYTES:
                 _submit_chunk(settings, db, client, batch, prompt, chunk, report)
                 chunk, chunk_bytes = [], 0

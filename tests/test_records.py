@@ -193,3 +193,49 @@ def test_a_record_file_that_is_not_a_regular_file_is_refused(tmp_path):
     (found,) = read(fifo)
 
     assert isinstance(found, Unreadable) and found.reason == "not a regular file (a FIFO): not read"
+
+
+def test_a_record_nested_too_deep_for_python_is_a_failed_record_and_the_rest_goes_on(tmp_path):
+    deep = '{"id": "a", "text": "x", "extra": ' + "[" * 1000 + "]" * 1000 + "}"
+    deep_metadata = '{"id": "b", "text": "x", "extra": ' + "[" * 980 + "]" * 980 + "}"
+    path = write(tmp_path, "deep.jsonl", jsonl(deep, deep_metadata, {"text": "Fine."}))
+
+    found = outcomes(read(path))
+
+    nested = "nested too deeply to read (JSON arrays or objects inside each other a thousand deep)"
+    assert found[0] == ("deep.jsonl:1", "failed", None, f"line 1: {nested}")
+    assert found[1][:2] == ("deep.jsonl:2", "failed") and found[1][3] == f"line 2: {nested}"
+    assert found[2] == ("deep.jsonl:3", "text", None, "Fine.", None)
+
+
+def test_a_csv_record_is_named_by_its_first_line_whatever_its_cells_span(tmp_path):
+    path = write(
+        tmp_path,
+        "multi.csv",
+        'id,text\n1,"Two\nlines",extra,"an extra cell\nover\nthree lines"\n\n2,Next.\n',
+    )
+
+    found = outcomes(read(path))
+
+    assert [(where, kind) for where, kind, *_ in found] == [
+        ("multi.csv:2", "text"),
+        ("multi.csv:7", "text"),
+    ]
+    assert json.loads(found[0][4]) == {"_extra": ["extra", "an extra cell\nover\nthree lines"]}
+
+
+def test_a_csv_record_over_the_limit_across_lines_is_refused_and_the_next_is_read(tmp_path):
+    cell = "a line of a long cell\n" * 50  # 1,100 bytes over many lines, each short
+    path = write(tmp_path, "long.csv", f'id,text\n1,Short.,"{cell}"\n2,After it.\n')
+
+    found = outcomes(read(path, max_bytes=1000))
+
+    assert found[0] == (
+        "long.csv:2",
+        "failed",
+        None,
+        "line 2: a record of more than SUMMARIZE_MAX_DOC_BYTES (1,000 bytes), through line 52: "
+        "shorten it or raise the limit (a quote that never closes makes the rest of the file "
+        "one record)",
+    )
+    assert found[1] == ("long.csv:53", "text", "2", "After it.", None)
