@@ -61,6 +61,13 @@ def _seconds(low: float, high: float) -> Callable[[str], float]:
     return _ranged(float, low, high, "a number of seconds")
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _share(raw: str) -> float:
     try:
         value = float(raw)
@@ -155,6 +162,16 @@ class Settings:
         default=1_000_000, metadata={"env": "MAX_DOC_BYTES", "parse": _whole(1, 1 << 30)}
     )
     keep_texts: bool = field(default=False, metadata={"env": "KEEP_TEXTS", "parse": _flag})
+    extract_processes: int = field(
+        default_factory=_cores,
+        metadata={"env": "EXTRACT_PROCESSES", "parse": _whole(1, 256)},
+    )  # processes taking text out of pages, PDFs and Word files at submit (jobs/extraction.py)
+    extract_timeout_s: float = field(
+        default=30.0, metadata={"env": "EXTRACT_TIMEOUT_S", "parse": _seconds(1, 3600)}
+    )  # a file whose text takes longer is a failed row
+    extract_memory_mb: int = field(
+        default=512, metadata={"env": "EXTRACT_MEMORY_MB", "parse": _whole(64, 1 << 20)}
+    )  # ... and one that needs more memory than this
     queue: str = field(default="summarize", metadata={"env": "QUEUE", "parse": _queue})
     flush_interval_s: float = field(
         default=1.0, metadata={"env": "FLUSH_INTERVAL_S", "parse": _seconds(0.01, 60)}

@@ -2,6 +2,12 @@
 
 Walking streams: nothing here holds more than one file's text at a time, so a
 folder of a million files costs no more memory than a folder of ten.
+
+Nothing below a folder given is reached through a path that a symlink could redirect:
+the folder is held open, and every folder and file below it is opened from it a
+component at a time, following no link (`_Root`). A subfolder swapped for a link after
+it was listed is refused, never read through. The links the walk does follow (inside the
+folder, or anywhere with --follow-links) are resolved once, where it meets them.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ class Found:
     kind: str  # "document", "skipped" (not text or Markdown: SUFFIXES) or "problem"
     problem: str | None = None  # for a problem, or a document refused before it is read
     target: str | None = None
+
+    def open(self) -> BinaryIO | Unreadable:
+        """The file open for reading, or why it is not read (see `open_regular`)."""
+        return open_regular(self.path, self.target)
 
 
 @dataclass(frozen=True)
@@ -205,15 +215,28 @@ def open_regular(path: str, target: str | None = None) -> BinaryIO | Unreadable:
     without following a symlink and without waiting, and it must be a regular file with a
     UTF-8 name, so a FIFO or a device is refused, never read."""
     if shown(path) != path:
-        return Unreadable(
-            shown(path), "file name is not UTF-8 (odd bytes shown as \\x..): rename the file"
-        )
+        return _badly_named(path)
     try:
         fd = os.open(target or path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Unreadable(path, "a symlink where a file was expected: not followed")
-        return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
+        return _unopened(path, exc)
+    return _regular(path, fd)
+
+
+def _badly_named(path: str) -> Unreadable:
+    return Unreadable(
+        shown(path), "file name is not UTF-8 (odd bytes shown as \\x..): rename the file"
+    )
+
+
+def _unopened(path: str, exc: OSError) -> Unreadable:
+    if exc.errno == errno.ELOOP:
+        return Unreadable(path, "a symlink where a file was expected: not followed")
+    return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
+
+
+def _regular(path: str, fd: int) -> BinaryIO | Unreadable:
+    """An open descriptor as a file, if it is a regular file; closed if not."""
     try:
         handle = open(fd, "rb", closefd=True)  # noqa: SIM115 - the caller closes it
     except OSError as exc:  # a folder is refused by open() itself
@@ -230,30 +253,60 @@ def open_regular(path: str, target: str | None = None) -> BinaryIO | Unreadable:
     return handle
 
 
-def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreadable:
-    """Read one file's text (UTF-8 text, Markdown, a web page, a PDF or a Word file), or say
-    plainly why it cannot be summarized (`open_regular` says how it is opened)."""
-    handle = open_regular(path, target)
+@dataclass
+class Container:
+    """A web page, PDF or Word file, open and within its size limit, whose text is still to
+    be taken out: `submit` has it done in a process of its own (jobs/extraction.py)."""
+
+    path: str
+    kind: str  # formats.kind
+    handle: BinaryIO
+    limit: int  # the file's size limit
+    max_bytes: int  # its text's
+
+    def text(self, extracted: str) -> Text | Unreadable:
+        """The document, from the text taken out of the file."""
+        return _text(self.path, extracted.replace("\r\n", "\n").replace("\x00", ""), self.max_bytes)
+
+    def here(self) -> Text | Unreadable:
+        """Its text taken out in this process, with no time or memory limit: for files
+        summarized already (`summarize eval` reads them again) and tests."""
+        with self.handle:
+            raw = self.handle.read(self.limit + 1)
+        if len(raw) > self.limit:
+            return Unreadable(self.path, formats.too_large(None, self.limit, self.kind))
+        try:
+            return self.text(formats.text_of(self.kind, raw, self.max_bytes))
+        except formats.NoText as exc:
+            return Unreadable(self.path, str(exc))
+
+
+def load(found: Found, max_bytes: int) -> Text | Unreadable | Container:
+    """One document file opened and weighed: a text or Markdown file is read (its Text); a
+    page, PDF or Word file is left open for its text to be taken out (a Container); or why
+    it cannot be summarized."""
+    if found.problem:  # refused before reading: a link that leaves the folder given
+        return Unreadable(shown(found.path), found.problem)
+    handle = found.open()
     if isinstance(handle, Unreadable):
         return handle
+    path = found.path
     kind = formats.kind(path)
     limit = max_bytes * (formats.CONTAINER_FACTOR if kind in formats.CONTAINERS else 1)
     try:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            handle.close()
+            return Unreadable(path, formats.too_large(size, limit, kind))
+        if kind is not None:
+            return Container(path, kind, handle, limit, max_bytes)
         with handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > limit:
-                return Unreadable(path, _too_large(size, limit, kind))
             raw = handle.read(limit + 1)
     except OSError as exc:
+        handle.close()
         return Unreadable(path, f"cannot be read ({_stat_problem(exc)})")
     if len(raw) > limit:
-        return Unreadable(path, _too_large(None, limit, kind))
-    if kind is not None:  # a page, PDF or Word file: its text (jobs/formats.py)
-        try:
-            body = formats.text_of(kind, raw)
-        except formats.NoText as exc:
-            return Unreadable(path, str(exc))
-        return _text(path, body.replace("\r\n", "\n").replace("\x00", ""), max_bytes)
+        return Unreadable(path, formats.too_large(None, limit, kind))
     if b"\x00" in raw:
         return Unreadable(path, "binary file (it contains NUL bytes): only text is summarized")
     try:
@@ -270,24 +323,18 @@ def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreada
     return _text(path, body, max_bytes)
 
 
+def read(path: str, max_bytes: int, target: str | None = None) -> Text | Unreadable:
+    """Read one file's text (UTF-8 text, Markdown, a web page, a PDF or a Word file) in this
+    process, or say plainly why it cannot be summarized (`open_regular` says how it is
+    opened). `submit` reads through `load` and jobs/extraction.py instead."""
+    loaded = load(Found(path, "document", target=target), max_bytes)
+    return loaded.here() if isinstance(loaded, Container) else loaded
+
+
 def _text(path: str, body: str, max_bytes: int) -> Text | Unreadable:
     if not body.strip():
         return Unreadable(path, "empty file: nothing to summarize")
     encoded = body.encode("utf-8")
     if len(encoded) > max_bytes:  # text taken out of a PDF or Word file
-        return Unreadable(path, _too_large(len(encoded), max_bytes, "text"))
+        return Unreadable(path, formats.too_large(len(encoded), max_bytes, "text"))
     return Text(path, body, hashlib.sha256(encoded).hexdigest(), len(encoded))
-
-
-def _too_large(size: int | None, limit: int, kind: str | None) -> str:
-    what = f"{size:,} bytes > {limit:,}" if size is not None else f"over {limit:,} bytes"
-    if kind in formats.CONTAINERS:
-        return (
-            f"larger than {formats.CONTAINER_FACTOR} x SUMMARIZE_MAX_DOC_BYTES ({what}): "
-            "split it or raise the limit"
-        )
-    if kind == "text":
-        return (
-            f"its text is larger than SUMMARIZE_MAX_DOC_BYTES ({what}): split it or raise the limit"
-        )
-    return f"larger than SUMMARIZE_MAX_DOC_BYTES ({what}): split it or raise the limit"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from core.settings import MAX_SUMMARY_TOKENS
 from jobs import formats
-from jobs.corpus import Text, Unreadable, open_regular
+from jobs.corpus import Found, Text, Unreadable
 
 CHAT_URL = "/v1/chat/completions"
 NESTED = "nested too deeply to read (JSON arrays or objects inside each other a thousand deep)"
@@ -40,9 +40,10 @@ class Fields:
 DEFAULT_FIELDS = Fields()
 
 
-def read(path: str, max_bytes: int, fields: Fields, target: str | None = None):
+def read(found: Found, max_bytes: int, fields: Fields):
     """Every record of a `.jsonl` or `.csv` file, as a Text or an Unreadable, in file order."""
-    handle = open_regular(path, target)
+    path = found.path
+    handle = found.open()
     if isinstance(handle, Unreadable):
         yield handle
         return
@@ -53,10 +54,10 @@ def read(path: str, max_bytes: int, fields: Fields, target: str | None = None):
             yield from _jsonl(handle, path, max_bytes, fields)
 
 
-def estimate(path: str, target: str | None = None) -> int:
+def estimate(found: Found) -> int:
     """How many records a file holds, about: its lines (less a CSV's header), counted in
     blocks without parsing; 1 when it cannot be opened (its failure is one row)."""
-    handle = open_regular(path, target)
+    handle = found.open()
     if isinstance(handle, Unreadable):
         return 1
     lines, last = 0, b"\n"
@@ -65,7 +66,7 @@ def estimate(path: str, target: str | None = None) -> int:
             lines += block.count(b"\n")
             last = block[-1:]
     lines += last != b"\n"  # a last line without its newline
-    return max(1, lines - path.lower().endswith(".csv"))
+    return max(1, lines - found.path.lower().endswith(".csv"))
 
 
 def _jsonl(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text | Unreadable]:

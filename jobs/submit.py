@@ -14,7 +14,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -44,7 +44,7 @@ from core.tables import (
     results,
     utcnow,
 )
-from jobs import corpus, records
+from jobs import corpus, extraction, formats, records
 from jobs.corpus import Text, Unreadable
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def count_documents(paths: Iterable[str], follow_links: bool = False) -> int:
     file, and a record file's lines (a quick first pass; blank lines and CSV cells that span
     lines make it a little high)."""
     return sum(
-        records.estimate(found.path, found.target) if corpus.holds_records(found.path) else 1
+        records.estimate(found) if corpus.holds_records(found.path) else 1
         for found in corpus.walk(paths, follow_links)
         if found.kind == "document"
     )
@@ -279,15 +279,11 @@ def submit(
     chunk: list[Text | Unreadable] = []
     chunk_bytes = 0
     analyze_at = ANALYZE_FIRST
-    for found in corpus.walk(paths, follow_links):
-        if found.kind == "skipped":
-            report.skipped += 1
-            continue
-        if found.kind == "problem":
-            report.problems += 1
-            report.note(corpus.shown(found.path), found.problem or "cannot be used")
-            continue
-        for item in _documents(found, settings.max_doc_bytes, fields):
+    extractors = extraction.Extractors(
+        settings.extract_processes, settings.extract_timeout_s, settings.extract_memory_mb
+    )
+    with extractors:
+        for item in extractors.in_order(_entries(paths, follow_links, settings, fields, report)):
             report.documents += 1
             chunk.append(item)
             chunk_bytes += item.weight if isinstance(item, Text) else 0
@@ -303,14 +299,40 @@ def submit(
     return report
 
 
-def _documents(found: corpus.Found, max_bytes: int, fields: records.Fields):
-    """The documents of one file: itself, or each of its records."""
-    if found.problem:  # refused before reading: a link that leaves the folder given
-        yield Unreadable(corpus.shown(found.path), found.problem)
-    elif corpus.holds_records(found.path):
-        yield from records.read(found.path, max_bytes, fields, found.target)
-    else:
-        yield corpus.read(found.path, max_bytes, found.target)
+def _entries(paths, follow_links: bool, settings: Settings, fields, report: SubmitReport):
+    """What the walk finds, for `Extractors.in_order`: each file read or opened, a record
+    file as the stream of its records; paths that cannot be walked and files of other
+    kinds are counted here. Whatever one file raises is its own failed row."""
+    for found in corpus.walk(paths, follow_links):
+        if found.kind == "skipped":
+            report.skipped += 1
+        elif found.kind == "problem":
+            report.problems += 1
+            report.note(corpus.shown(found.path), found.problem or "cannot be used")
+        elif corpus.holds_records(found.path) and not found.problem:
+            yield _guarded(found, records.read(found, settings.max_doc_bytes, fields))
+        else:
+            try:
+                yield corpus.load(found, settings.max_doc_bytes)
+            except Exception as exc:  # noqa: BLE001 - one file must never stop the night
+                yield Unreadable(corpus.shown(found.path), _failed(exc))
+
+
+def _guarded(found: corpus.Found, items: Iterator[Text | Unreadable]):
+    """A record file's records; if reading it fails past what records.py foresaw, the file's
+    own failed row says where, and the submit goes on with the next file."""
+    read = 0
+    try:
+        for item in items:
+            read += 1
+            yield item
+    except Exception as exc:  # noqa: BLE001 - one file must never stop the night
+        where = f" after {read:,} records" if read else ""
+        yield Unreadable(corpus.shown(found.path), f"{_failed(exc)}{where}")
+
+
+def _failed(exc: BaseException) -> str:
+    return f"could not be read ({formats.described(exc)})"
 
 
 def _statistics(db: sa.Engine, report: SubmitReport, analyze_at: int) -> int:

@@ -43,6 +43,10 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
             (title, abstract, section headings, paragraphs: many times the context), through
             the pipeline (parts and the combining pass) and `summarize eval`: how many end by
             `stop`, how many still loop, ROUGE beside the lead baseline
+  hostile   files made to hurt a reader beside good ones, through `summarize submit`: its
+            time and peak memory with its extraction processes (scripts/bench_inputs.py)
+  pdfs      --pdfs-count PDFs submitted with one extraction process, with one a core, and
+            with --baseline-tree's code (an earlier commit's worktree), in turn
   readers   the dashboards, `summarize status`/`batches` and each Grafana panel's query,
             median milliseconds over 5,000,000 rows of `results` (--readers-rows), made by
             submitting 100,000 generated documents, draining them with the instant engine,
@@ -75,6 +79,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus" / "lee-background"
 SAMPLES = ROOT / "samples"  # warm-up documents, distinct from the measured ones
+
+from scripts import bench_inputs  # noqa: E402 - ROOT is on the path now
 
 
 def documents(folder: Path, limit: int | None) -> list[str]:
@@ -995,6 +1001,13 @@ def main() -> None:
         help="readers: keep the data here (and reuse it on the next run)",
     )
     parser.add_argument("--long-papers", type=int, default=20, help="long: how many papers")
+    parser.add_argument("--pdfs-count", type=int, default=2000, help="pdfs: how many PDFs")
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        default=None,
+        help="pdfs: also time the submit of this checkout (another commit's worktree)",
+    )
     parser.add_argument("--_child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.max_tokens is None:
@@ -1047,6 +1060,8 @@ def ratios(runs: dict[str, list[dict]]) -> str:
 
 
 RUNNERS = {
+    "hostile": bench_inputs.run_hostile,
+    "pdfs": bench_inputs.run_pdfs,
     "pipeline": run_pipeline,
     "submit": run_submit,
     "ceiling": run_ceiling,
@@ -1059,6 +1074,8 @@ RUNNERS = {
 
 
 def report(result: dict) -> None:
+    if bench_inputs.report(result):
+        return
     if result["mode"] == "long":
         print(
             f"long      {result['docs']} whole aclsum papers as Markdown ({result['words']:,.0f} "

@@ -140,3 +140,46 @@ def test_a_file_named_docx_that_is_not_one_says_so(tmp_path):
     assert isinstance(found, Unreadable)
     assert found.reason.startswith("not a Word .docx file that can be read (")
     assert found.reason.endswith("a .doc needs converting")
+
+
+def test_a_word_files_pictures_are_never_unpacked(tmp_path):
+    from tests.hostile import MEGABYTE, docx_with
+
+    path = write(
+        tmp_path, "photo.docx", docx_with(extra={"word/media/a.png": bytes(300 * MEGABYTE)})
+    )
+
+    assert read(path).body == "A short paragraph."
+
+
+def test_a_word_part_that_unpacks_a_thousandfold_is_refused_before_it_is_unpacked(tmp_path):
+    from tests.hostile import MEGABYTE, body_xml, docx_with
+
+    path = write(tmp_path, "bomb.docx", docx_with(body_xml(" " * 15 * MEGABYTE)))
+
+    assert read(path).reason == (
+        "its part 'word/document.xml' unpacks to 1,019 times its packed size (a zip bomb?): "
+        "not read"
+    )
+
+
+def test_taking_text_out_stops_once_it_passes_the_limit(tmp_path):
+    from tests.hostile import docx_with, paragraphs
+
+    path = write(tmp_path, "long.docx", docx_with(paragraphs(3000)))  # 18 KB of text
+
+    assert read(path, max_bytes=10_000).reason == (
+        "its text is larger than SUMMARIZE_MAX_DOC_BYTES (over 10,000 bytes): split it or raise "
+        "the limit"
+    )
+
+
+def test_a_pdf_of_more_pages_than_the_most_is_refused_before_its_pages_are_read(tmp_path):
+    from jobs.formats import MAX_PDF_PAGES
+    from tests.hostile import pdf, shown_text
+
+    path = write(
+        tmp_path, "book.pdf", pdf([shown_text("Page.")] * (MAX_PDF_PAGES + 1), shared=True)
+    )
+
+    assert read(path).reason == "the PDF has 5,001 pages, more than 5,000: split it"

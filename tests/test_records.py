@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from jobs import records
+from jobs import corpus, records
 from jobs.corpus import Text, Unreadable
 from jobs.records import Fields
 from tests.conftest import write
@@ -14,7 +14,7 @@ MAX = 10_000
 
 
 def read(path, fields=records.DEFAULT_FIELDS, max_bytes=MAX):
-    return list(records.read(str(path), max_bytes, fields))
+    return list(records.read(corpus.Found(str(path), "document"), max_bytes, fields))
 
 
 def jsonl(*lines) -> str:
