@@ -163,3 +163,46 @@ def test_a_tree_deeper_than_pythons_recursion_limit_is_walked(tmp_path):
         while deep != tmp_path:
             deep.rmdir()
             deep = deep.parent
+
+
+def test_a_folder_swapped_for_a_link_after_it_was_listed_is_not_read_through(tmp_path):
+    write(tmp_path, "secret/a.txt", "hunter2")
+    write(tmp_path, "corpus/sub/a.txt", "an article")
+    walked = corpus.walk([tmp_path / "corpus"])
+    found = next(walked)  # corpus/sub/a.txt: listed, not yet read
+    (tmp_path / "corpus" / "sub").rename(tmp_path / "corpus" / "was-sub")
+    os.symlink(tmp_path / "secret", tmp_path / "corpus" / "sub")
+
+    read = corpus.load(found, 1000)
+
+    assert read == corpus.Unreadable(
+        found.path,
+        "a folder on its path was replaced since it was listed (by a symlink?): not followed",
+    )
+
+
+def test_a_folder_swapped_for_a_link_before_it_is_listed_is_refused(tmp_path):
+    write(tmp_path, "secret/a.txt", "hunter2")
+    write(tmp_path, "corpus/a.txt", "first")
+    write(tmp_path, "corpus/sub/b.txt", "second")
+    walked = corpus.walk([tmp_path / "corpus"])
+    first = next(walked)  # corpus/a.txt: the root is listed, sub/ not yet
+    (tmp_path / "corpus" / "sub").rename(tmp_path / "was-sub")
+    os.symlink(tmp_path / "secret", tmp_path / "corpus" / "sub")
+
+    rest = list(walked)
+
+    assert first.path.endswith("corpus/a.txt")
+    assert [(os.path.basename(f.path), f.kind, f.problem) for f in rest] == [
+        ("sub", "problem", "replaced since it was listed (by a symlink?): not walked")
+    ]
+
+
+def test_files_under_a_link_inside_the_folder_are_read_through_its_real_path(tmp_path):
+    write(tmp_path, "corpus/real/a.txt", "through the link")
+    os.symlink(tmp_path / "corpus" / "real", tmp_path / "corpus" / "alias")
+
+    found = [f for f in corpus.walk([tmp_path / "corpus"]) if f.kind == "document"]
+
+    assert [os.path.relpath(f.path, tmp_path) for f in found] == ["corpus/alias/a.txt"]
+    assert corpus.load(found[0], 1000).body == "through the link"
