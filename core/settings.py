@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from core.errors import SettingsError
+from core.files import read_named
 from core.profiles import DEFAULT_PROFILE, PROFILES, Profile, with_overrides
 
 DEFAULT_INSTRUCTION = (
@@ -318,17 +319,7 @@ def _sqlite_url(path: Path) -> str:
 
 def read_prompt_file(path: Path, source: str = "SUMMARIZE_PROMPT_FILE") -> str:
     """The instruction in a UTF-8 text file; `source` names where the path came from."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SettingsError(
-            f"{source}={str(path)!r} cannot be read ({exc.strerror}): "
-            "point it at a UTF-8 text file holding the instruction."
-        ) from None
-    except UnicodeDecodeError:
-        raise SettingsError(
-            f"{source}={str(path)!r} is not UTF-8 text: save it as UTF-8."
-        ) from None
+    text = read_named(path, source, "the instruction")
     if not text.strip():
         raise SettingsError(f"{source}={str(path)!r} is empty: write an instruction.")
     return text.strip()

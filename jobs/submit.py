@@ -31,6 +31,7 @@ from core.database import (
     vacuum_rollups,
 )
 from core.errors import SummarizeError
+from core.files import read_named
 from core.prompt import prompt_hash, result_key
 from core.requeue import REQUEUE_EVERY_S
 from core.settings import Settings
@@ -161,23 +162,60 @@ def duration_s(text: str) -> float:
     return seconds
 
 
+MAX_SCHEMA_DEPTH = 32  # objects and arrays inside each other; a summary's schema needs a few
+
+
 def read_schema(path: str | os.PathLike) -> dict:
-    """A JSON schema from a file, checked enough to say plainly what is wrong with it."""
+    """A JSON schema from a file (read as core/files.py reads option files), refused with the
+    reason unless it is valid under the JSON Schema meta-schema and at most MAX_SCHEMA_DEPTH
+    deep: a schema every document would fail on is refused now, not a night later."""
+    from jsonschema import exceptions, validators
+
+    named = f"--schema={os.fspath(path)!r}"
+    text = read_named(path, "--schema", "a JSON schema")
     try:
-        with open(path, encoding="utf-8") as handle:
-            schema = json.load(handle)
-    except OSError as exc:
-        raise SummarizeError(f"--schema {str(path)!r} cannot be read ({exc.strerror}).") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        schema = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SummarizeError(f"{named} is not JSON ({exc}): give a JSON schema file.") from None
+    except RecursionError:
+        schema = None  # nested past Python's own limit: refused below
+    if schema is not None and (
+        not isinstance(schema, dict) or not ({"type", "properties", "$ref", "anyOf"} & set(schema))
+    ):
         raise SummarizeError(
-            f"--schema {str(path)!r} is not JSON ({exc}): give a JSON schema file."
-        ) from None
-    if not isinstance(schema, dict) or not ({"type", "properties", "$ref", "anyOf"} & set(schema)):
-        raise SummarizeError(
-            f"--schema {str(path)!r} is not a JSON schema (an object with `type` and "
-            '`properties`, e.g. {"type": "object", "properties": {"points": {"type": "array"}}}).'
+            f"{named} is not a JSON schema (an object with `type` and `properties`, e.g. "
+            '{"type": "object", "properties": {"points": {"type": "array"}}}).'
         )
+    if schema is None or _depth(schema) > MAX_SCHEMA_DEPTH:
+        raise SummarizeError(
+            f"{named} is nested more than {MAX_SCHEMA_DEPTH} deep: a summary's schema needs a "
+            "few levels; flatten it."
+        )
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except exceptions.SchemaError as exc:
+        where = "/".join(map(str, exc.path)) or "the top"
+        reason = " ".join(exc.message.split())[:300]
+        raise SummarizeError(
+            f"{named} is not a valid JSON schema: {reason} (at {where}): see "
+            "https://json-schema.org/understanding-json-schema/"
+        ) from None
+    except RecursionError:  # a pattern nested past what Python's regular expressions parse
+        raise SummarizeError(f"{named} holds a pattern nested too deeply: simplify it.") from None
     return schema
+
+
+def _depth(value: object) -> int:
+    """How deep objects and arrays nest in a JSON value, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack and deepest <= MAX_SCHEMA_DEPTH:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
 
 
 def default_batch_name(paths: Iterable[str]) -> str:

@@ -313,10 +313,10 @@ def test_a_schema_that_is_not_one_is_refused_with_an_example(env, tmp_path):
     first = run(env, "submit", str(tmp_path / "in"), "--schema", str(not_json))
     second = run(env, "submit", str(tmp_path / "in"), "--schema", str(not_schema))
 
-    assert first.exit_code == 1 and f"Error: --schema '{not_json}' is not JSON (" in first.output
+    assert first.exit_code == 1 and f"Error: --schema='{not_json}' is not JSON (" in first.output
     assert second.exit_code == 1
     assert (
-        f"Error: --schema '{not_schema}' is not a JSON schema (an object with `type`"
+        f"Error: --schema='{not_schema}' is not a JSON schema (an object with `type`"
         in second.output
     )
 
