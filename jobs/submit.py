@@ -159,10 +159,13 @@ def duration_s(text: str) -> float:
         seconds = -1.0
     if not (seconds > 0 and math.isfinite(seconds)):
         raise ValueError(f"{text!r} is not a duration: write 90s, 45m, 24h or 7d")
+    if seconds > MAX_EXPIRY_S:
+        raise ValueError(f"{text!r} is longer than the most, 366d")
     return seconds
 
 
 MAX_SCHEMA_DEPTH = 32  # objects and arrays inside each other; a summary's schema needs a few
+MAX_EXPIRY_S = 366 * 86400
 
 
 def read_schema(path: str | os.PathLike) -> dict:

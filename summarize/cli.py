@@ -19,6 +19,7 @@ from readers.terminal import printable
 from summarize.dashboard import dashboard
 from summarize.doctor import doctor
 from summarize.manage import COMMANDS as MANAGE_COMMANDS
+from summarize.options import DAY_S, LATEST, Seconds
 
 
 class _Error(click.ClickException):
@@ -61,7 +62,7 @@ def main() -> None:
 @click.option("--wait", is_flag=True, help="Wait until every document is summarized or failed.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0),
+    type=Seconds(31 * DAY_S),
     metavar="SECONDS",
     help="With --wait: give up waiting after this long (exit status 4).",
 )
@@ -353,7 +354,9 @@ def worker(ctx, burst: bool, profile: str | None, loglevel: str) -> None:
 @main.command()
 @click.argument("batch", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--latest", default=5, show_default=True, help="How many recent batches to show.")
+@click.option(
+    "--latest", default=5, show_default=True, type=LATEST, help="How many recent batches to show."
+)
 @click.pass_context
 def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     """Show documents per status, tokens spent and speed, for one batch or the latest ones.
@@ -394,6 +397,7 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     "older_than_s",
     default=60.0,
     show_default=True,
+    type=Seconds(366 * DAY_S),
     metavar="SECONDS",
     help="Only rows submitted at least this long ago.",
 )

@@ -12,6 +12,7 @@ import click
 
 from core.errors import SummarizeError
 from core.tables import STATUSES
+from summarize.options import LATEST
 
 
 def _database(ctx: click.Context):
@@ -72,7 +73,9 @@ def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: b
 
 
 @click.command("batches")
-@click.option("--latest", default=20, show_default=True, help="How many batches to list.")
+@click.option(
+    "--latest", default=20, show_default=True, type=LATEST, help="How many batches to list."
+)
 @click.option(
     "--json",
     "as_json",

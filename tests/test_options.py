@@ -84,3 +84,37 @@ def test_a_schema_nested_past_pythons_own_limit_is_refused_not_a_traceback(env, 
 
     assert done.exit_code == 1
     assert f"Error: --schema='{path}' is nested more than 32 deep" in done.output
+
+
+@sqlite
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--expire-after", "1e9d"], "'1e9d' is longer than the most, 366d"),
+        (["--expire-after", "nan"], "'nan' is not a duration"),
+        (["--wait", "--timeout", "nan"], "'nan' is not from 0 to 2,678,400 seconds"),
+        (["--wait", "--timeout", "1e300"], "'1e300' is not from 0 to 2,678,400 seconds"),
+    ],
+)
+def test_a_number_or_duration_out_of_range_is_refused_with_the_range(env, tmp_path, args, message):
+    write(tmp_path / "in", "a.txt", "Alpha.")
+
+    done = run(env, "submit", str(tmp_path / "in"), *args)
+
+    assert done.exit_code == 2, done.output
+    assert message in done.output
+
+
+@sqlite
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "--latest", "-5"],
+        ["batches", "--latest", "0"],
+        ["requeue", "--older-than", "inf"],
+    ],
+)
+def test_listing_and_requeue_numbers_out_of_range_are_refused(env, args):
+    done = run(env, *args)
+
+    assert done.exit_code == 2 and "Invalid value for" in done.output, done.output
