@@ -190,6 +190,47 @@ def _installed(name: str) -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
+def check_formats(settings: Settings) -> Check:
+    """Each format's library imports, and an extraction process starts and reads a page."""
+    import tempfile
+
+    from jobs import corpus, extraction, formats
+
+    problems = [problem for problem in formats.load().values() if problem]
+    if problems:
+        return Check("formats", False, "; ".join(problems))
+    versions = ", ".join(
+        f"{kind} ({package} {importlib.metadata.version(package)})"
+        for kind, package in (
+            ("web pages", "trafilatura"),
+            ("PDF", "pypdf"),
+            ("Word", "python-docx"),
+        )
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        page = f"{folder}/check.html"
+        with open(page, "w") as handle:
+            handle.write("<html><body><article><p>A page to read.</p></article></body></html>")
+        loaded = corpus.load(corpus.Found(page, "document"), settings.max_doc_bytes)
+        try:
+            with extraction.Extractors(
+                1, settings.extract_timeout_s, settings.extract_memory_mb
+            ) as one:
+                read = one.text(loaded)
+        except SummarizeError as exc:
+            return Check("formats", False, str(exc))
+    if not isinstance(read, corpus.Text):
+        return Check(
+            "formats", False, f"an extraction process could not read a page: {read.reason}"
+        )
+    return Check(
+        "formats",
+        True,
+        f"{versions}; read by {settings.extract_processes} processes at once, "
+        f"{settings.extract_timeout_s:g} s and {settings.extract_memory_mb:,} MB a file",
+    )
+
+
 def check_memory(settings: Settings) -> Check:
     import psutil
 
@@ -225,6 +266,7 @@ def run_checks() -> list[Check]:
         lambda: check_workers(settings),
         lambda: check_model(settings),
         check_engine,
+        lambda: check_formats(settings),
         lambda: check_memory(settings),
     ]
     return [first, *(check() for check in checks)]
@@ -232,7 +274,7 @@ def run_checks() -> list[Check]:
 
 @click.command()
 def doctor() -> None:
-    """Check settings, Redis, the database, the model, the engine and memory; say what to fix.
+    """Check settings, Redis, the database, the model, the engine, formats, memory; say the fix.
 
     Exits 0 when everything is ready, 1 otherwise.
 

