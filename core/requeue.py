@@ -125,13 +125,15 @@ def requeue_stranded(
     older_than_s: float = 60.0,
     batch: str | None = None,
 ) -> Requeued:
-    """Push a fresh message for every pending document that has none in Redis.
+    """Push a fresh message for every pending document that has none in Redis (once the
+    documents of expired batches are ended: they are never started).
 
     Memory stays flat with a million documents queued: pending documents are read PAGE_ROWS
     at a time (a row a document, with the rows it answers), compared with the keys Redis
     holds (8 bytes each), and only the stranded ones are kept, 32 bytes each, to be pushed
     once the read is over, so no transaction stays open while Redis is written.
     """
+    expire_overdue(db, keep_texts=settings.keep_texts)
     now = utcnow()
     cutoff = now - timedelta(seconds=older_than_s)
     # a row a live worker holds under its lease is not stranded

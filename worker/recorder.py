@@ -26,6 +26,7 @@ from core.database import Prepared, one_of, retrying
 from core.retention import drop_texts
 from core.tables import (
     GENERATED_COLUMNS,
+    batches,
     documents,
     is_pending,
     lease_lapsed,
@@ -277,12 +278,19 @@ def _free(now, worker) -> sa.ColumnElement[bool]:
 def _claiming(dialect: sa.Dialect) -> tuple[Prepared, Prepared]:
     """A claim's two statements, compiled once: mark the pending rows of `keys` running for
     `worker` from `now` until `until`, returning each row's attempts, model, prompt and text
-    hashes; and read the texts of `hashes`."""
+    hashes; and read the texts of `hashes`. A row whose batch has expired is never started:
+    the sweep ends it as expired (core/requeue.expire_overdue)."""
     now = sa.bindparam("now", type_=results.c.started_at.type)
     worker = sa.bindparam("worker", type_=results.c.claimed_by.type)
+    expired = sa.exists().where(batches.c.name == results.c.batch, batches.c.expires_at < now)
     claiming = (
         results.update()
-        .where(one_of(results.c.result_key, "keys", dialect), is_pending, _free(now, worker))
+        .where(
+            one_of(results.c.result_key, "keys", dialect),
+            is_pending,
+            _free(now, worker),
+            ~expired,
+        )
         .values(
             status="running",
             attempts=results.c.attempts + 1,

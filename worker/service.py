@@ -67,6 +67,8 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         if live is not None:
             drain.recorder.on_recorded = metrics.observe
             live.attach(drain.recorder.db, lambda: drain.in_hand)
+        # Before any claim: the documents of batches that expired are ended, never started.
+        requeue.expire_overdue(drain.recorder.db, keep_texts=settings.keep_texts)
         app = configure(settings)
         stopping = threading.Event()  # a stop was asked for (SIGTERM, SIGINT)
         _on_shutdown(lambda: (stopping.set(), drain.begin_shutdown(settings.stop_grace_s)))

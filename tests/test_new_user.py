@@ -1,0 +1,73 @@
+"""What a new user trips on, with the embedded defaults and the instant engine: every step says
+what is going on and what to do, and leaves nothing behind it did not mean to."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from core.settings import Settings
+from core.tables import batches, results, utcnow
+from tests.conftest import run, write
+from tests.stack import cli
+
+sqlite = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
+
+def rows(db) -> dict[str, sa.Row]:
+    with db.connect() as conn:
+        found = conn.execute(sa.select(results).order_by(results.c.id)).all()
+    return {row.source_path.rsplit("/", 1)[-1]: row for row in found}
+
+
+@pytest.fixture
+def embedded(tmp_path, queue_name) -> dict[str, str]:
+    """The defaults a new user has: a data directory, the embedded Redis, the instant engine."""
+    env = {
+        "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
+        "SUMMARIZE_QUEUE": queue_name,
+        "SUMMARIZE_MODEL": "echo",
+    }
+    yield env
+    from core.broker import EmbeddedRedis
+
+    EmbeddedRedis(Settings.from_env(env)).stop()
+
+
+# 1. An expired batch is never summarized
+
+
+@sqlite
+@pytest.mark.timeout(120)
+def test_a_burst_worker_ends_an_expired_batch_without_summarizing_it(env, db, tmp_path):
+    echo = env | {"SUMMARIZE_MODEL": "echo"}
+    for name in ("a.txt", "b.txt"):
+        write(tmp_path / "in", name, f"Document {name}. It says little.")
+    submitted = run(echo, "submit", str(tmp_path / "in"), "--batch", "exp", "--expire-after", "1s")
+    assert submitted.exit_code == 0, submitted.output
+    time.sleep(1.5)  # the batch expires before any worker starts
+
+    done = cli(echo, "worker", "--burst")
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {name: row.status for name, row in rows(db).items()} == {
+        "a.txt": "expired",
+        "b.txt": "expired",
+    }
+
+
+@sqlite
+def test_a_claim_never_starts_a_document_whose_batch_has_expired(env, settings, db, tmp_path):
+    from worker.recorder import Recorder
+
+    write(tmp_path / "in", "a.txt", "An article.")
+    run(env, "submit", str(tmp_path / "in"), "--batch", "late", "--expire-after", "1h")
+    with db.begin() as conn:
+        conn.execute(batches.update().values(expires_at=utcnow() - timedelta(seconds=1)))
+        (key,) = conn.execute(sa.select(results.c.result_key)).scalars()
+
+    assert Recorder(db).claim([key]) == {}
+    assert rows(db)["a.txt"].status == "queued"  # for the sweep to end as expired
