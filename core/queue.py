@@ -38,7 +38,7 @@ import redis
 import sqlalchemy as sa
 
 from core import broker
-from core.settings import DEFAULT_MODEL_NAME, Settings
+from core.settings import DEFAULT_MODEL_NAME, MAX_CHUNK_DOCS, Settings
 
 TASK_NAME = "summarize.chunk"
 KEY_BYTES = 32  # a result key is a SHA-256
@@ -81,9 +81,15 @@ def pack(keys: Iterable[str]) -> str:
 
 
 def unpack(packed: object) -> list[str]:
-    """The hex result keys of a chunk; BadMessage for anything else (checked before use)."""
+    """The hex result keys of a chunk; BadMessage for anything else (checked before use),
+    a chunk of more keys than a message may carry among them."""
     if not isinstance(packed, str) or not packed or len(packed) % KEY_CHARS:
         raise BadMessage(f"not a chunk of result keys: {str(packed)[:80]!r}")
+    if len(packed) > MAX_CHUNK_DOCS * KEY_CHARS:
+        raise BadMessage(
+            f"a chunk of {len(packed) // KEY_CHARS:,} result keys, more than a message carries "
+            f"({MAX_CHUNK_DOCS:,})"
+        )
     keys = []
     for i in range(0, len(packed), KEY_CHARS):
         piece = packed[i : i + KEY_CHARS]

@@ -71,3 +71,17 @@ def test_a_claim_never_starts_a_document_whose_batch_has_expired(env, settings, 
 
     assert Recorder(db).claim([key]) == {}
     assert rows(db)["a.txt"].status == "queued"  # for the sweep to end as expired
+
+
+# 12. One message cannot name more documents than a message carries
+
+
+def test_a_message_naming_more_documents_than_a_chunk_holds_is_refused():
+    from core.queue import BadMessage, pack, unpack
+    from core.settings import MAX_CHUNK_DOCS
+
+    keys = [f"{i:064x}" for i in range(MAX_CHUNK_DOCS + 1)]
+
+    assert unpack(pack(keys[:-1])) == keys[:-1]
+    with pytest.raises(BadMessage, match="a chunk of 1,001 result keys, more than a message"):
+        unpack(pack(keys))
