@@ -158,8 +158,11 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
     """Run the migrations up to `revision`, one process at a time."""
     from alembic import command
 
-    with _migration_lock(settings):
-        command.upgrade(alembic_config(settings), revision)
+    try:
+        with _migration_lock(settings):
+            command.upgrade(alembic_config(settings), revision)
+    except OperationalError as exc:
+        raise unavailable(settings, exc) from exc
 
 
 def ensure_schema(settings: Settings, db: sa.Engine) -> None:

@@ -8,11 +8,10 @@ cannot use is refused with a message that names the variable.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
 from core.errors import SettingsError
 from core.files import read_named
@@ -326,19 +325,28 @@ def read_prompt_file(path: Path, source: str = "SUMMARIZE_PROMPT_FILE") -> str:
 
 
 _SECRET_PARAMS = {"password", "passwd", "pwd", "secret", "token", "sslpassword"}
-_USERINFO = re.compile(r"(?<=://)([^:/@?#]*):([^@/?#]*)@")
+NOT_A_URL = "(not shown: it is not a URL)"
 
 
 def redact_url(url: str) -> str:
     """The URL with any password (in its user part or its query) replaced by ***, for logs,
-    errors and status output; text that does not parse as a URL is redacted all the same."""
-    redacted = _USERINFO.sub(lambda m: f"{m.group(1)}:***@", url)
-    parts = urlsplit(redacted)
-    if not parts.query:
-        return redacted
-    query = [
-        f"{key}=***" if key.lower() in _SECRET_PARAMS else pair
-        for pair in parts.query.split("&")
-        for key in [pair.split("=", 1)[0]]
-    ]
-    return urlunsplit(parts._replace(query="&".join(query)))
+    errors and status output. A password may hold `/`, `?`, `#` or `@` (the database's and
+    Redis's own parsers allow them): the user part runs to the last `@`, and all of it after
+    the first `:` is hidden. Of text that is not a URL, nothing is shown."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme or any(c.isspace() for c in scheme):
+        return NOT_A_URL
+    at = rest.rfind("@")
+    if at != -1:
+        user, colon, _ = rest[:at].partition(":")
+        if colon:
+            rest = f"{user}:***{rest[at:]}"
+    where, question, query = rest.partition("?")
+    if question:
+        pairs = [
+            f"{key}=***" if key.lower() in _SECRET_PARAMS else pair
+            for pair in query.split("&")
+            for key in [pair.split("=", 1)[0]]
+        ]
+        rest = f"{where}?{'&'.join(pairs)}"
+    return f"{scheme}://{rest}"

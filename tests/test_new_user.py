@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from core.settings import Settings
+from core.settings import Settings, redact_url
 from core.tables import batches, results, utcnow
 from tests.conftest import run, write
 from tests.stack import cli
@@ -71,6 +71,38 @@ def test_a_claim_never_starts_a_document_whose_batch_has_expired(env, settings, 
 
     assert Recorder(db).claim([key]) == {}
     assert rows(db)["a.txt"].status == "queued"  # for the sweep to end as expired
+
+
+# 8. Passwords stay hidden whatever they hold
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "postgresql://summarize:Tr0ub4dor/3#x@127.0.0.1:1/summarize",
+            "postgresql://summarize:***@127.0.0.1:1/summarize",
+        ),
+        ("redis://:pa/ss?w#rd@redis:6379/0", "redis://:***@redis:6379/0"),
+        ("postgresql://u:a@b@db/x", "postgresql://u:***@db/x"),
+        ("not a url: hunter2", "(not shown: it is not a URL)"),
+    ],
+)
+def test_a_password_with_slashes_question_marks_or_hashes_is_hidden(url, shown):
+    assert redact_url(url) == shown
+
+
+def test_commands_print_no_password_of_a_database_url(tmp_path):
+    env = {
+        "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
+        "SUMMARIZE_DATABASE_URL": "postgresql://summarize:Tr0ub4dor/3#x@127.0.0.1:1/summarize",
+    }
+
+    for command in (["status"], ["db", "upgrade"]):
+        done = run(env, *command)
+        assert done.exit_code == 5, done.output
+        assert "Tr0ub4dor" not in done.output and "3#x" not in done.output
+        assert "postgresql://summarize:***@127.0.0.1:1/summarize" in done.output
 
 
 # 12. One message cannot name more documents than a message carries
