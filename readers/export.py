@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TextIO
@@ -64,7 +65,9 @@ def write(rows_: Iterator[dict], out: TextIO, fmt: str, json_prompts=frozenset()
             out.write("\n")
             count += 1
     elif fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=EXPORTED, lineterminator="\n")
+        writer = csv.DictWriter(
+            out, fieldnames=EXPORTED, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC
+        )
         writer.writeheader()
         for row in rows_:
             writer.writerow({k: _cell(_plain(v)) for k, v in row.items()})
@@ -145,13 +148,15 @@ def _object(metadata: str | None):
     return json.loads(metadata) if metadata else None
 
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A formula's first character, at the cell's start, after white space, or after a character
+# a spreadsheet may split cells at (`;` and `,` in many locales, tab): =1+1, " =1+1", "x;=1+1"
+_FORMULA = re.compile(r"(?:^|[;,\t])\s*[=+\-@]|^[\t\r]")
 
 
 def _cell(value):
-    """A CSV cell a spreadsheet will not run: text starting like a formula gets a leading `'`
-    (OWASP's advice on CSV injection)."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    """A CSV cell a spreadsheet will not run: text holding the start of a formula gets a
+    leading `'` (OWASP's advice on CSV injection), and every text cell is quoted."""
+    if isinstance(value, str) and _FORMULA.search(value):
         return "'" + value
     return value
 

@@ -3,6 +3,8 @@ what is going on and what to do, and leaves nothing behind it did not mean to.""
 
 from __future__ import annotations
 
+import csv
+import io
 import time
 from datetime import timedelta
 
@@ -103,6 +105,23 @@ def test_commands_print_no_password_of_a_database_url(tmp_path):
         assert done.exit_code == 5, done.output
         assert "Tr0ub4dor" not in done.output and "3#x" not in done.output
         assert "postgresql://summarize:***@127.0.0.1:1/summarize" in done.output
+
+
+# 11. Exported CSV cannot run as formulas
+
+
+def test_csv_cells_that_become_formulas_after_a_separator_or_space_are_neutralised():
+    from readers import export
+
+    row = dict.fromkeys(export.EXPORTED) | {"summary": "x;=1+1", "error": " =1+1", "attempts": 2}
+    out = io.StringIO()
+
+    export.write(iter([row]), out, "csv")
+
+    (parsed,) = csv.DictReader(io.StringIO(out.getvalue()))
+    assert (parsed["summary"], parsed["error"]) == ("'x;=1+1", "' =1+1")
+    line = out.getvalue().splitlines()[1]
+    assert '"\'x;=1+1"' in line and ",2," in line  # text quoted, numbers not
 
 
 # 12. One message cannot name more documents than a message carries
