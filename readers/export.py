@@ -16,6 +16,7 @@ from typing import TextIO
 import sqlalchemy as sa
 
 from core.tables import batches, prompts, results
+from readers.views import as_utc
 
 PAGE_ROWS = 1000
 EXPORTED = [c.name for c in results.columns]
@@ -162,5 +163,6 @@ def _cell(value):
 
 
 def _plain(value):
-    """Datetimes as ISO 8601; the csv module writes None as an empty field by itself."""
-    return value.isoformat() if isinstance(value, datetime) else value
+    """Datetimes as ISO 8601 in UTC with its offset (`…+00:00`, as `status --json` and the
+    dashboard give them); the csv module writes None as an empty field by itself."""
+    return as_utc(value).isoformat() if isinstance(value, datetime) else value

@@ -68,7 +68,7 @@ def _plain(row: sa.Row) -> dict:
     out = {}
     for key, value in row._mapping.items():
         if isinstance(value, datetime):
-            value = as_utc(value).isoformat().replace("+00:00", "Z")
+            value = as_utc(value).isoformat()  # `…+00:00`, as exports and status --json
         elif isinstance(value, date):
             value = value.isoformat()
         out[key] = value
