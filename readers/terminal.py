@@ -15,3 +15,10 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def printable(text: str) -> str:
     """`text` with every control character but newline and tab shown as an escape."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def say(text: str = "", *, err: bool = False) -> None:
+    """Print a line of a command's output for people, its control characters shown."""
+    import click
+
+    click.echo(printable(text), err=err)

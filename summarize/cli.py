@@ -15,7 +15,7 @@ from core import errors
 from core.errors import SummarizeError
 from core.profiles import PROFILES
 from core.settings import MAX_SUMMARY_TOKENS, Settings
-from readers.terminal import printable
+from readers.terminal import printable, say
 from summarize.dashboard import dashboard
 from summarize.doctor import doctor
 from summarize.manage import COMMANDS as MANAGE_COMMANDS
@@ -270,7 +270,7 @@ def _wait(settings: Settings, db, client, name: str, timeout, expected: int):
         try:
             sweep(db, client, settings, batch=name, older_than_s=REQUEUE_EVERY_S)
         except Exception as exc:  # noqa: BLE001 - Redis may be restarting: next time
-            click.echo(f"Could not look for stranded documents: {exc}", err=True)
+            say(f"Could not look for stranded documents: {exc}", err=True)
 
     with click.progressbar(
         length=max(expected, 1), label=f"Summarizing {name}", file=sys.stderr, show_pos=True
@@ -303,7 +303,7 @@ def _print_report(report, settings: Settings) -> None:
     if hidden > 0:
         lines.append(f"    … and {hidden:,} more: see `summarize status {report.batch}`")
     lines.append(f"Results go to the `results` table of {database.describe(settings)}.")
-    click.echo("\n".join(lines))
+    say("\n".join(lines))
 
 
 def _shown(example: tuple[str, str]) -> str:
@@ -313,7 +313,7 @@ def _shown(example: tuple[str, str]) -> str:
 
 def _print_progress(progress) -> None:
     parts = ", ".join(f"{count:,} {status}" for status, count in sorted(progress.by_status.items()))
-    click.echo(f"{progress.finished:,} of {progress.total:,} finished: {parts or 'no documents'}")
+    say(f"{progress.finished:,} of {progress.total:,} finished: {parts or 'no documents'}")
 
 
 @main.command()
@@ -384,10 +384,10 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     if as_json:
         click.echo(statuses.as_json(found, workers))
         return
-    click.echo(statuses.table(found, statuses.STATUS_TABLE))
+    say(statuses.table(found, statuses.STATUS_TABLE))
     if workers is not None:
         for line in statuses.unserved(queued_by_model(db), workers):
-            click.echo(line)
+            say(line)
 
 
 @main.command("requeue")
@@ -422,7 +422,7 @@ def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
         done = requeue_stranded(db, client, settings, older_than_s=older_than_s, batch=batch)
     documents = "document" if done.documents == 1 else "documents"
     rows = "row" if done.rows == 1 else "rows"
-    click.echo(
+    say(
         f"Queued {done.documents} {documents} again ({done.rows} {rows}) that had no "
         "message in Redis."
     )
@@ -447,7 +447,7 @@ def model_fetch(ctx) -> None:
     """
     from core.model import fetch
 
-    fetch(Settings.for_command(ctx), say=click.echo)
+    fetch(Settings.for_command(ctx), say=say)
 
 
 @main.group()
@@ -468,7 +468,7 @@ def db_upgrade(ctx) -> None:
 
     settings = Settings.for_command(ctx)
     database.upgrade(settings)
-    click.echo(f"The database at {database.describe(settings)} is at the newest schema.")
+    say(f"The database at {database.describe(settings)} is at the newest schema.")
 
 
 for _command in (*MANAGE_COMMANDS, doctor, dashboard):

@@ -15,6 +15,7 @@ import click
 
 from core.errors import SummarizeError
 from core.settings import Settings
+from readers.terminal import say
 
 BACKLOG = 128
 
@@ -98,11 +99,9 @@ def dashboard(ctx, host: str, port: int) -> None:
     app = create_app(db, allowed_hosts=LOOPBACK_NAMES if local else ("*",))
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
-    click.echo(
-        f"Dashboard of {database.describe(settings)} on http://{shown}:{bound}/ (Ctrl-C stops it)"
-    )
+    say(f"Dashboard of {database.describe(settings)} on http://{shown}:{bound}/ (Ctrl-C stops it)")
     if not local:
-        click.echo(
+        say(
             f"Warning: listening on {host}: anyone who can reach this machine can read "
             "every summary; the dashboard has no login.",
             err=True,

@@ -18,6 +18,7 @@ import click
 from core.errors import SummarizeError
 from core.profiles import memory_share_that_fits
 from core.settings import Settings
+from readers.terminal import printable
 
 
 @dataclass(frozen=True)
@@ -285,6 +286,6 @@ def doctor() -> None:
     checks = run_checks()
     for check in checks:
         mark = click.style("ok  ", fg="green") if check.ok else click.style("FAIL", fg="red")
-        click.echo(f"{mark} {check.name:<9} {check.found}")
+        click.echo(f"{mark} {check.name:<9} {printable(check.found)}")  # the marks are coloured
     if not all(check.ok for check in checks):
         raise SystemExit(1)

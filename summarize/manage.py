@@ -12,6 +12,7 @@ import click
 
 from core.errors import SummarizeError
 from core.tables import STATUSES
+from readers.terminal import say
 from summarize.options import LATEST
 
 
@@ -99,7 +100,7 @@ def batches_command(ctx, latest: int, as_json: bool) -> None:
     if as_json:
         click.echo(status.as_json(found, queue.live_workers_now(settings)))
         return
-    click.echo(status.table(found, status.BATCHES_TABLE))
+    say(status.table(found, status.BATCHES_TABLE))
 
 
 @click.command()
@@ -128,7 +129,7 @@ def retry(ctx, batch: str) -> None:
             f" {done.unreadable:,} failed at submit and have no text: fix the files and "
             "submit them again."
         )
-    click.echo(message)
+    say(message)
 
 
 @click.command()
@@ -149,7 +150,7 @@ def cancel(ctx, batch: str) -> None:
     settings, db = _database(ctx)
     _known(db, batch)
     count = batches.cancel(db, batch, keep_texts=settings.keep_texts)
-    click.echo(f"Cancelled {count:,} queued documents of {batch}.")
+    say(f"Cancelled {count:,} queued documents of {batch}.")
 
 
 @click.command()
@@ -189,12 +190,12 @@ def purge(ctx, before, batch: str | None) -> None:
         db,
         before=before,
         batch=batch,
-        on_step=lambda p: click.echo(f"  {p.rows:,} rows deleted", err=True),
+        on_step=lambda p: say(f"  {p.rows:,} rows deleted", err=True),
     )
     left = f"; {len(done.batches):,} batches left empty and deleted" if done.batches else ""
-    click.echo(f"Purged {done.rows:,} rows and {done.documents:,} documents{left}.")
+    say(f"Purged {done.rows:,} rows and {done.documents:,} documents{left}.")
     if batch is not None and batch not in done.batches:
-        click.echo(f"Batch {batch} still has queued or running rows: they were kept.")
+        say(f"Batch {batch} still has queued or running rows: they were kept.")
 
 
 @click.command("eval")
@@ -229,7 +230,7 @@ def evaluate(ctx, batch: str, references, as_json: bool) -> None:
     _known(db, batch)
     found = evaluation.evaluate(db, batch, references, _text_of(settings))
     for problem in found.problems:
-        click.echo(f"{references.name}: {problem}", err=True)
+        say(f"{references.name}: {problem}", err=True)
     if not found.documents:
         raise SummarizeError(
             f"No line of {references.name} names a summarized document of {batch}: name each "
@@ -238,7 +239,7 @@ def evaluate(ctx, batch: str, references, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(found.as_json(), indent=2))
     else:
-        click.echo(evaluation.report(found))
+        say(evaluation.report(found))
 
 
 def _text_of(settings):

@@ -107,6 +107,21 @@ def test_commands_print_no_password_of_a_database_url(tmp_path):
         assert "postgresql://summarize:***@127.0.0.1:1/summarize" in done.output
 
 
+# 10. Names a submitter chose cannot drive the terminal
+
+
+@sqlite
+def test_a_model_name_with_escape_sequences_is_printed_shown_not_obeyed(env, tmp_path):
+    write(tmp_path / "in", "a.txt", "An article.")
+    evil = "evil\x1b]0;OWNED\x07\x1b[2J"
+    assert run(env, "submit", str(tmp_path / "in"), "--model", evil).exit_code == 0
+
+    status = run(env, "status").output
+
+    assert "\x1b" not in status and "\x07" not in status
+    assert "evil\\x1b]0;OWNED\\x07\\x1b[2J" in status
+
+
 # 11. Exported CSV cannot run as formulas
 
 
