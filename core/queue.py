@@ -352,11 +352,12 @@ def live_workers(client: redis.Redis, base: str) -> dict[str, dict]:
 
 
 def live_workers_now(settings: Settings) -> dict[str, dict] | None:
-    """The live workers, or None when Redis does not answer now (an embedded Redis is not
-    started for this): for readers that can do without it (`status`, `doctor`)."""
+    """The live workers, for readers that can do without Redis (`status`, `doctor`): none
+    when the embedded Redis is not running (a worker keeps it running; it is not started for
+    this), and None when an external Redis does not answer (who can tell)."""
     client = broker.reach(settings)
     if client is None:
-        return None
+        return {} if settings.embedded_broker else None
     try:
         return live_workers(client, settings.queue)
     finally:

@@ -272,6 +272,7 @@ def _wait(settings: Settings, db, client, name: str, timeout, expected: int):
         except Exception as exc:  # noqa: BLE001 - Redis may be restarting: next time
             say(f"Could not look for stranded documents: {exc}", err=True)
 
+    _say_if_unserved(settings, client, "waiting for one")
     with click.progressbar(
         length=max(expected, 1), label=f"Summarizing {name}", file=sys.stderr, show_pos=True
     ) as bar:
@@ -280,7 +281,28 @@ def _wait(settings: Settings, db, client, name: str, timeout, expected: int):
             bar.length = max(now.total, 1)
             bar.update(now.finished - bar.pos)
 
-        return submitting.wait(db, name, deadline_s=timeout, on_progress=show, requeue=requeue)
+        final = submitting.wait(db, name, deadline_s=timeout, on_progress=show, requeue=requeue)
+    if not final.done:
+        _say_if_unserved(settings, client, "none came before the timeout")
+    return final
+
+
+def _say_if_unserved(settings: Settings, client, then: str) -> None:
+    """Say so when no live worker serves the batch's model: the first thing a new user
+    forgets is to start one."""
+    from core import queue
+    from readers.status import serving
+
+    try:
+        live = queue.live_workers(client, settings.queue)
+    except Exception:  # noqa: BLE001 - Redis is restarting: the wait goes on regardless
+        return
+    model = settings.model_name
+    if not serving(live).get(model):
+        start = (
+            f"SUMMARIZE_MODEL={model} summarize worker" if settings.model else "summarize worker"
+        )
+        say(f"No live worker serves model {model!r}: start one with `{start}`; {then}.", err=True)
 
 
 def _print_report(report, settings: Settings) -> None:

@@ -123,9 +123,15 @@ def check_workers(settings: Settings) -> Check:
     db = database.connect(settings)
     try:
         live = queue.live_workers_now(settings)
-        if live is None:
-            return Check("workers", True, "no live worker (Redis is not running here)")
         queued = queued_by_model(db)
+        if live is None:
+            waiting = sum(queued.values())
+            return Check(
+                "workers",
+                not waiting,
+                f"cannot tell which workers are live: Redis does not answer ({waiting:,} "
+                "documents queued)",
+            )
     except Exception as exc:  # noqa: BLE001 - the checks above say what is wrong with either
         return Check("workers", False, f"cannot tell which models are served: {exc}")
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import time
 from datetime import timedelta
 
@@ -73,6 +74,44 @@ def test_a_claim_never_starts_a_document_whose_batch_has_expired(env, settings, 
 
     assert Recorder(db).claim([key]) == {}
     assert rows(db)["a.txt"].status == "queued"  # for the sweep to end as expired
+
+
+# 2. Nobody is left waiting for a worker that was never started
+
+
+@pytest.mark.timeout(120)
+def test_with_no_worker_running_status_and_submit_wait_say_to_start_one(embedded, tmp_path):
+    write(tmp_path / "in", "a.txt", "An article nobody summarizes.")
+
+    waited = cli(
+        embedded, "submit", str(tmp_path / "in"), "--batch", "b", "--wait", "--timeout", "1"
+    )
+    status = cli(embedded, "status")
+    as_json = json.loads(cli(embedded, "status", "--json").stdout)
+
+    start = (
+        "No live worker serves model 'echo': start one with `SUMMARIZE_MODEL=echo summarize worker`"
+    )
+    assert waited.returncode == 4
+    assert f"{start}; waiting for one." in waited.stderr
+    assert f"{start}; none came before the timeout." in waited.stderr
+    assert (
+        "1 document waits for model 'echo', which no live worker serves: start one with "
+        "SUMMARIZE_MODEL=echo summarize worker" in status.stdout
+    )
+    assert as_json[0]["workers"] == 0
+
+
+def test_the_doctor_fails_when_documents_wait_and_no_worker_is_live(embedded, tmp_path):
+    from summarize.doctor import check_workers
+
+    write(tmp_path / "in", "a.txt", "An article nobody summarizes.")
+    assert cli(embedded, "submit", str(tmp_path / "in"), "--batch", "b").returncode == 0
+
+    check = check_workers(Settings.from_env(embedded))
+
+    assert not check.ok
+    assert check.found.startswith("0 live worker(s); 1 document waits for model 'echo'")
 
 
 # 8. Passwords stay hidden whatever they hold
