@@ -6,6 +6,7 @@ Errors cross into the CLI here and only here: a SummarizeError becomes
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -29,13 +30,29 @@ class _Error(click.ClickException):
 
 
 class Group(click.Group):
-    """Turns a SummarizeError from any command into a one-line error with its exit status."""
+    """Turns a SummarizeError from any command into a one-line error with its exit status,
+    and a standard output closed by its reader (`summarize results | head`) into a quiet end
+    with status 0, as `cat` and `grep` end."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except SummarizeError as exc:
             raise _Error(printable(str(exc)), exc.exit_code) from None
+        except BrokenPipeError:
+            _closed_stdout()
+            ctx.exit(0)
+
+
+def _closed_stdout() -> None:
+    """Point standard output at /dev/null, so nothing left in its buffer fails at exit."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (tests capture it)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
 import time
 from datetime import timedelta
 
@@ -15,7 +17,7 @@ import sqlalchemy as sa
 from core.settings import Settings, redact_url
 from core.tables import batches, results, utcnow
 from tests.conftest import run, write
-from tests.stack import cli
+from tests.stack import SUMMARIZE, cli
 
 sqlite = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
@@ -112,6 +114,28 @@ def test_the_doctor_fails_when_documents_wait_and_no_worker_is_live(embedded, tm
 
     assert not check.ok
     assert check.found.startswith("0 live worker(s); 1 document waits for model 'echo'")
+
+
+# 3. A closed pipe ends an export quietly
+
+
+@pytest.mark.timeout(120)
+def test_an_export_piped_into_head_ends_with_status_0_and_says_nothing(embedded, tmp_path):
+    for i in range(400):  # more than a pipe's buffer of rows
+        write(tmp_path / "in", f"{i:03}.txt", f"Article number {i}, which says little. " * 5)
+    assert cli(embedded, "submit", str(tmp_path / "in"), "--batch", "b").returncode == 0
+
+    export = subprocess.Popen(
+        [*SUMMARIZE, "results", "--format", "csv"],
+        env=os.environ | embedded,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    export.stdout.readline()
+    export.stdout.close()  # as `head -1` does
+
+    assert export.wait(60) == 0
+    assert export.stderr.read() == b""
 
 
 # 8. Passwords stay hidden whatever they hold
