@@ -41,6 +41,7 @@ class Text:
     metadata: str | None = None  # a JSON object
     instruction: str | None = None  # None: the batch's
     max_tokens: int | None = None
+    file: str | None = None  # a record's file (its path is FILE:LINE)
 
     @property
     def weight(self) -> int:

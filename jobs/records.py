@@ -18,7 +18,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from core.settings import MAX_SUMMARY_TOKENS
@@ -31,13 +32,64 @@ NESTED = "nested too deeply to read (JSON arrays or objects inside each other a 
 
 @dataclass(frozen=True)
 class Fields:
-    """Which fields of a record hold its text and its id."""
+    """Which fields of a record hold its text and its id: of each list, the first the record
+    has (a CSV file's header decides once for all its rows)."""
 
-    text: str = "text"
-    id: str = "id"
+    text: tuple[str, ...] = ("text",)
+    id: tuple[str, ...] = ("id",)
+
+    def chosen(self, names) -> Fields | None:
+        """The fields these names (a record's, or a header's) hold; None without a text field."""
+        text = next((name for name in self.text if name in names), None)
+        if text is None:
+            return None
+        return Fields((text,), (next((name for name in self.id if name in names), self.id[0]),))
+
+    @property
+    def texts(self) -> str:
+        return " or ".join(map(repr, self.text))
 
 
 DEFAULT_FIELDS = Fields()
+
+
+@dataclass(frozen=True)
+class FieldChoice:
+    """--text-field and --id-field as given: names tried in order, and FILE=NAME for the
+    record files of that name (a folder may mix files whose text is in other columns)."""
+
+    default: Fields = DEFAULT_FIELDS
+    files: tuple[tuple[str, Fields], ...] = ()
+
+    def of(self, path: str) -> Fields:
+        name = os.path.basename(path.rstrip("/"))
+        return next((fields for file, fields in self.files if file == name), self.default)
+
+    @classmethod
+    def parse(cls, texts: Iterable[str], ids: Iterable[str]) -> FieldChoice:
+        """From the options' values; ValueError naming a bad one."""
+        plain: dict[str, list[str]] = {"text": [], "id": []}
+        named: dict[str, dict[str, list[str]]] = {}
+        for kind, values in (("text", texts), ("id", ids)):
+            for value in values:
+                file, sep, name = value.rpartition("=") if "=" in value else ("", "", value)
+                if not name.strip() or (sep and not file.strip()):
+                    raise ValueError(f"--{kind}-field {value!r}: give NAME or FILE=NAME")
+                if sep:
+                    named.setdefault(file, {"text": [], "id": []})[kind].append(name)
+                else:
+                    plain[kind].append(name)
+        default = Fields(
+            tuple(plain["text"]) or DEFAULT_FIELDS.text, tuple(plain["id"]) or DEFAULT_FIELDS.id
+        )
+        files = tuple(
+            (file, Fields(tuple(given["text"]) or default.text, tuple(given["id"]) or default.id))
+            for file, given in named.items()
+        )
+        return cls(default, files)
+
+
+DEFAULT_CHOICE = FieldChoice()
 
 
 def read(found: Found, max_bytes: int, fields: Fields):
@@ -125,13 +177,15 @@ def _csv(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text | U
     if not header:
         yield Unreadable(path, "empty CSV file: nothing to summarize")
         return
-    if fields.text not in header:
+    named = fields.chosen(header)
+    if named is None:
         yield Unreadable(
             path,
-            f"no column {fields.text!r} (columns: {', '.join(map(repr, header))}): name the "
-            "column that holds the text with --text-field",
+            f"no column {fields.texts} (columns: {', '.join(map(repr, header))}): name the "
+            "column that holds the text with --text-field (FILE=NAME for this file alone)",
         )
         return
+    fields = named
     while True:
         lines.new_record()
         try:
@@ -248,25 +302,27 @@ class _Lines:
 
 
 def _record(record: dict, where: str, number: int, max_bytes: int, fields: Fields):
-    if fields.text not in record:
+    named = fields.chosen(record)
+    if named is None:
         names = ", ".join(map(repr, list(record)[:10]))
         return Unreadable(
             where,
-            f"line {number}: no {fields.text!r} field (fields: {names}): "
+            f"line {number}: no {fields.texts} field (fields: {names}): "
             "name the field that holds the text with --text-field",
         )
-    doc_id = record.get(fields.id)
+    (text,), (id_field,) = named.text, named.id
+    doc_id = record.get(id_field)
     if doc_id is not None and not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
         return Unreadable(
-            where, f"line {number}: the id field {fields.id!r} is not a string or a number"
+            where, f"line {number}: the id field {id_field!r} is not a string or a number"
         )
-    rest = {k: v for k, v in record.items() if k not in (fields.text, fields.id)}
+    rest = {k: v for k, v in record.items() if k not in (text, id_field)}
     return _document(
         where,
-        record[fields.text],
+        record[text],
         number,
         max_bytes,
-        fields.text,
+        text,
         doc_id=str(doc_id) if doc_id not in (None, "") else None,
         metadata=rest or None,
     )
@@ -387,6 +443,7 @@ def _document(
         metadata=meta,
         instruction=instruction,
         max_tokens=max_tokens,
+        file=where.rsplit(":", 1)[0],
     )
 
 

@@ -65,6 +65,7 @@ class SubmitReport:
     submitted: int = 0  # documents queued for the worker
     deduplicated: int = 0  # answered by an earlier summary, or by one already queued
     already_in_batch: int = 0  # rows this batch had from an earlier submit
+    replaced: int = 0  # rows of files (or records) that failed to be read before and read now
     skipped: int = 0  # files of other kinds
     unreadable: int = 0  # text or Markdown files that could not become documents (rows `failed`)
     problems: int = 0  # paths that could not be walked (missing, loops, unreadable folders)
@@ -305,7 +306,7 @@ def submit(
     batch: str,
     on_document: Callable[[], None] = lambda: None,
     follow_links: bool = False,
-    fields: records.Fields = records.DEFAULT_FIELDS,
+    fields: records.FieldChoice = records.DEFAULT_CHOICE,
     meta: dict | None = None,
     schema: dict | None = None,
     expire_after_s: float | None = None,
@@ -351,7 +352,8 @@ def _entries(paths, follow_links: bool, settings: Settings, fields, report: Subm
             report.problems += 1
             report.note(corpus.shown(found.path), found.problem or "cannot be used")
         elif corpus.holds_records(found.path) and not found.problem:
-            yield _guarded(found, records.read(found, settings.max_doc_bytes, fields))
+            read = records.read(found, settings.max_doc_bytes, fields.of(found.path))
+            yield _guarded(found, read)
         else:
             try:
                 yield corpus.load(found, settings.max_doc_bytes)
@@ -403,7 +405,9 @@ def _submit_chunk(
     paths: list[str] = []
 
     def write(conn: sa.Connection) -> list[str]:
-        rows, keys, texts, own = _plan(conn, batch, prompt, chunk, report, settings, now)
+        rows, keys, texts, own, replaced = _plan(conn, batch, prompt, chunk, report, settings, now)
+        if replaced:
+            conn.execute(results.delete().where(results.c.id.in_(replaced)))
         if own:  # records' own prompts (OpenAI requests), for the worker to read
             conn.execute(
                 insert_ignoring_conflicts(db, prompts),
@@ -460,15 +464,19 @@ def _store(conn, db: sa.Engine, texts: dict[str, tuple[Text, bool]], now, keep_a
 
 def _plan(conn, batch, prompt, chunk, report, settings, now):
     """Decide each document's row: queued (with or without a new message), answered, or
-    failed; and the prompts of its own that records brought."""
-    paths = [item.path for item in chunk]
-    existing = set(
-        conn.execute(
-            sa.select(results.c.source_path).where(
-                results.c.batch == batch, results.c.source_path.in_(paths)
-            )
-        ).scalars()
-    )
+    failed; the prompts of its own that records brought; and the rows of files that failed
+    to be read before and read now, which the new rows replace."""
+    paths = {item.path for item in chunk}
+    paths |= {item.file for item in chunk if isinstance(item, Text) and item.file}
+    existing = {
+        row.source_path: row
+        for row in conn.execute(
+            sa.select(
+                results.c.id, results.c.source_path, results.c.status, results.c.content_hash
+            ).where(results.c.batch == batch, results.c.source_path.in_(paths))
+        )
+    }
+    replaced: list[int] = []
     texts: dict[str, tuple[Text, bool]] = {}  # by hash: the text, and whether a row needs it
     keyed: list[tuple[Text, str, Prompt]] = []
     own: dict[str, Prompt] = {}
@@ -483,9 +491,13 @@ def _plan(conn, batch, prompt, chunk, report, settings, now):
         "deduplicated": False,
     }
     for item in chunk:
-        if item.path in existing:
+        earlier = existing.get(item.path)
+        if earlier is not None and not (isinstance(item, Text) and _unread(earlier)):
             report.already_in_batch += 1
             continue
+        for row in (earlier, existing.pop(getattr(item, "file", None), None)):
+            if row is not None and _unread(row):  # the file (or record) reads now
+                replaced.append(row.id)
         if isinstance(item, Unreadable):
             report.unreadable += 1
             report.note(item.path, item.reason)
@@ -536,7 +548,13 @@ def _plan(conn, batch, prompt, chunk, report, settings, now):
         else:
             keys_to_queue[key] = item.content_hash
             rows.append(row | {"status": "queued"})
-    return rows, keys_to_queue, texts, own
+    report.replaced += len(replaced)
+    return rows, keys_to_queue, texts, own, replaced
+
+
+def _unread(row: sa.Row) -> bool:
+    """A row of a file (or a record) that failed to be read, so it has no text."""
+    return row.status == "failed" and row.content_hash is None
 
 
 _SET_BY_BATCH = ("id", "batch", "model", "prompt_hash", "attempts", "deduplicated", "created_at")

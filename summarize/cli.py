@@ -90,17 +90,17 @@ def main() -> None:
 )
 @click.option(
     "--text-field",
-    default="text",
-    show_default=True,
-    metavar="NAME",
-    help="In .jsonl and .csv files: the field holding each record's text.",
+    multiple=True,
+    metavar="[FILE=]NAME",
+    help="In .jsonl and .csv files: the field holding each record's text (default text); "
+    "repeat to try several in order; FILE=NAME for the record files named FILE.",
 )
 @click.option(
     "--id-field",
-    default="id",
-    show_default=True,
-    metavar="NAME",
-    help="In .jsonl and .csv files: the field holding each record's id (results.doc_id).",
+    multiple=True,
+    metavar="[FILE=]NAME",
+    help="In .jsonl and .csv files: the field holding each record's id (results.doc_id; "
+    "default id), as --text-field.",
 )
 @click.option(
     "--model",
@@ -155,8 +155,8 @@ def submit(
     wait: bool,
     timeout,
     follow_links: bool,
-    text_field: str,
-    id_field: str,
+    text_field: tuple[str, ...],
+    id_field: tuple[str, ...],
     model: str | None,
     prompt: str | None,
     prompt_file: Path | None,
@@ -180,6 +180,7 @@ def submit(
     Example:
       summarize submit corpus/ --batch nightly-2026-11-29 --wait
       summarize submit tickets.csv --text-field body --id-field ticket
+      summarize submit exports/ --text-field tickets.csv=body --text-field text
       summarize submit requests.jsonl --batch from-openai      # OpenAI Batch input
       summarize submit papers/ --prompt "List the key points as bullets." \\
           --max-tokens 200 --meta team=research --meta source=arxiv
@@ -213,7 +214,10 @@ def submit(
         raise errors.SettingsError(
             str(exc).replace("SUMMARIZE_MAX_TOKENS", "--max-tokens")
         ) from None
-    fields = records.Fields(text=text_field, id=id_field)
+    try:
+        fields = records.FieldChoice.parse(text_field, id_field)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     schema = submitting.read_schema(schema_file) if schema_file is not None else None
     try:
         expire_after_s = submitting.duration_s(expire_after) if expire_after else None
@@ -331,6 +335,7 @@ def _print_report(report, settings: Settings) -> None:
         f"  queued               {report.submitted:>8,}",
         f"  deduplicated         {report.deduplicated:>8,}  (summarized or queued before, same model and prompt)",
         f"  already in batch     {report.already_in_batch:>8,}",
+        f"  read now, not before {report.replaced:>8,}  (their earlier failed rows replaced)",
         f"  skipped              {report.skipped:>8,}  (not a kind summarize reads)",
         f"  failed to read       {report.unreadable:>8,}",
     ]

@@ -76,7 +76,7 @@ def test_each_record_of_a_jsonl_or_csv_file_is_a_row_with_its_id_and_metadata(en
         "news.jsonl:3": ("exports", "queued", "n3", None, None),
         "tickets.csv": ("exports", "failed", str(folder / "tickets.csv"), None,
                         "no column 'text' (columns: 'ticket', 'body', 'team'): name the column "
-                        "that holds the text with --text-field"),
+                        "that holds the text with --text-field (FILE=NAME for this file alone)"),
         "notes.txt": ("exports", "queued", str(folder / "notes.txt"), None, None),
     }  # fmt: skip
     assert again.exit_code == 0, again.output

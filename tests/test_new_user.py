@@ -138,6 +138,48 @@ def test_an_export_piped_into_head_ends_with_status_0_and_says_nothing(embedded,
     assert export.stderr.read() == b""
 
 
+# 4. A file read at last replaces its old failure
+
+
+@sqlite
+def test_a_record_file_read_at_last_replaces_its_failed_row(env, db, tmp_path):
+    folder = tmp_path / "in"
+    write(folder, "tickets.csv", "ticket,body\nT-1,Printer on fire.\nT-2,Toner low.\n")
+    first = run(env, "submit", str(folder), "--batch", "b")
+    assert rows(db)["tickets.csv"].status == "failed"
+
+    again = run(env, "submit", str(folder), "--batch", "b", "--text-field", "body")
+
+    assert again.exit_code == 0, again.output
+    assert "read now, not before        1" in again.output
+    assert {name: row.status for name, row in rows(db).items()} == {
+        "tickets.csv:2": "queued",
+        "tickets.csv:3": "queued",
+    }
+    assert first.exit_code == 0
+
+
+@sqlite
+def test_each_record_file_can_name_its_own_text_field(env, db, tmp_path):
+    folder = tmp_path / "in"
+    write(folder, "tickets.csv", "ticket,body\nT-1,Printer on fire.\n")
+    write(folder, "news.jsonl", '{"id": "n1", "text": "Floods close the road."}\n')
+    write(folder, "mail.jsonl", '{"id": "m1", "message": "Lunch at noon."}\n')
+
+    done = run(
+        env, "submit", str(folder), "--batch", "b",
+        "--text-field", "tickets.csv=body", "--id-field", "tickets.csv=ticket",
+        "--text-field", "text", "--text-field", "message",
+    )  # fmt: skip
+
+    assert done.exit_code == 0, done.output
+    assert {name: (row.status, row.doc_id) for name, row in rows(db).items()} == {
+        "mail.jsonl:1": ("queued", "m1"),
+        "news.jsonl:1": ("queued", "n1"),
+        "tickets.csv:2": ("queued", "T-1"),
+    }
+
+
 # 8. Passwords stay hidden whatever they hold
 
 

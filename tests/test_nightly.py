@@ -73,3 +73,13 @@ def test_a_bad_deadline_is_refused(env, tmp_path):
     done = nightly(env, str(tmp_path), "--deadline", "soon")
     assert done.returncode == 2
     assert "'soon' is not a duration such as 90m, 6h or 3600s" in done.stderr
+
+
+def test_every_other_option_is_passed_to_submit(env, tmp_path):
+    write(tmp_path / "in", "tickets.csv", "ticket,body\nT-1,\n")  # its one record is empty
+
+    done = nightly(env, str(tmp_path / "in"), "--text-field", "body", "--deadline", "30")
+
+    assert done.returncode == 3, done.stderr
+    assert "line 2: empty text: nothing to summarize" in done.stderr
+    assert "no column 'text'" not in done.stderr

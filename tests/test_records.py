@@ -95,7 +95,7 @@ def test_a_line_longer_than_the_limit_is_skipped_without_being_held_and_the_next
 def test_the_text_and_id_fields_can_be_named(tmp_path):
     path = write(tmp_path, "t.jsonl", jsonl({"ticket": "T-1", "body": "Printer on fire.", "id": 3}))
 
-    (found,) = read(path, Fields(text="body", id="ticket"))
+    (found,) = read(path, Fields(text=("body",), id=("ticket",)))
 
     assert (found.doc_id, found.body, found.metadata) == ("T-1", "Printer on fire.", '{"id":3}')
 
@@ -119,7 +119,7 @@ def test_a_csv_without_the_text_column_is_one_failure_that_lists_the_columns(tmp
     path = write(tmp_path, "t.csv", "id,body\n1,Hello.\n")
 
     assert outcomes(read(path)) == [
-        ("t.csv", "failed", None, "no column 'text' (columns: 'id', 'body'): name the column that holds the text with --text-field"),
+        ("t.csv", "failed", None, "no column 'text' (columns: 'id', 'body'): name the column that holds the text with --text-field (FILE=NAME for this file alone)"),
     ]  # fmt: skip
 
 
