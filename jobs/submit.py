@@ -241,57 +241,52 @@ def count_documents(paths: Iterable[str], follow_links: bool = False) -> int:
     )
 
 
-def ensure_batch(
+def check_batch(
     db: sa.Engine,
     name: str,
     prompt: Prompt,
     meta: dict | None = None,
     expire_after_s: float | None = None,
-) -> None:
-    """Create the batch, or check that an existing one used the same model, prompt and
-    metadata (`--meta`; a later submit may leave it out)."""
+) -> dict | None:
+    """Check that an existing batch used the same model, prompt and metadata (`--meta`; a
+    later submit may leave it out); for a new one, the row to make it with, which is made
+    with its first documents' rows (a submit that queues nothing leaves no empty batch)."""
     longest = batches.c.name.type.length
     if len(name) > longest:
         raise SummarizeError(
             f"The batch name is {len(name):,} characters long; at most {longest} fit: "
             "choose a shorter --batch."
         )
-    with db.begin() as conn:
+    with db.connect() as conn:
         row = conn.execute(
-            sa.select(batches.c.model, batches.c.prompt_hash, batches.c.metadata).where(
-                batches.c.name == name
-            )
+            sa.select(batches, prompts.c.schema)
+            .join(prompts, prompts.c.prompt_hash == batches.c.prompt_hash, isouter=True)
+            .where(batches.c.name == name)
         ).first()
-        conn.execute(
-            insert_ignoring_conflicts(db, prompts).values(prompt.row | {"created_at": utcnow()})
+    if row is None:
+        return {
+            "name": name,
+            "model": prompt.model,
+            "instruction": prompt.instruction,
+            "max_tokens": prompt.max_tokens,
+            "max_sentences": prompt.max_sentences or None,
+            "prompt_hash": prompt.hash,
+            "created_at": utcnow(),
+            "metadata": _json(meta) if meta else None,
+            "expires_at": utcnow() + timedelta(seconds=expire_after_s) if expire_after_s else None,
+        }
+    if (row.model, row.prompt_hash) != (prompt.model, prompt.hash):
+        raise SummarizeError(
+            f"Batch {name!r} was submitted with another model or prompt "
+            f"(model {row.model}, prompt {row.prompt_hash}; now {prompt.model}, "
+            f"{prompt.hash}): choose another --batch name."
         )
-        if row is None:
-            conn.execute(
-                insert_ignoring_conflicts(db, batches).values(
-                    name=name,
-                    model=prompt.model,
-                    instruction=prompt.instruction,
-                    max_tokens=prompt.max_tokens,
-                    max_sentences=prompt.max_sentences or None,
-                    prompt_hash=prompt.hash,
-                    created_at=utcnow(),
-                    metadata=_json(meta) if meta else None,
-                    expires_at=utcnow() + timedelta(seconds=expire_after_s)
-                    if expire_after_s
-                    else None,
-                )
-            )
-        elif (row.model, row.prompt_hash) != (prompt.model, prompt.hash):
-            raise SummarizeError(
-                f"Batch {name!r} was submitted with another model or prompt "
-                f"(model {row.model}, prompt {row.prompt_hash}; now {prompt.model}, "
-                f"{prompt.hash}): choose another --batch name."
-            )
-        elif meta and row.metadata != _json(meta):
-            raise SummarizeError(
-                f"Batch {name!r} was submitted with other --meta ({row.metadata or 'none'}): "
-                "repeat the same --meta, leave it out, or choose another --batch name."
-            )
+    if meta and row.metadata != _json(meta):
+        raise SummarizeError(
+            f"Batch {name!r} was submitted with other --meta ({row.metadata or 'none'}): "
+            "repeat the same --meta, leave it out, or choose another --batch name."
+        )
+    return None
 
 
 def _json(value: dict) -> str:
@@ -316,7 +311,7 @@ def submit(
     `on_document` is called after each document read (each file, each record); with
     `schema`, every summary is JSON of that schema."""
     prompt = Prompt.from_settings(settings, schema)
-    ensure_batch(db, batch, prompt, meta, expire_after_s)
+    new_batch = check_batch(db, batch, prompt, meta, expire_after_s)
     report = SubmitReport(batch)
     chunk: list[Text | Unreadable] = []
     chunk_bytes = 0
@@ -330,12 +325,12 @@ def submit(
             chunk.append(item)
             chunk_bytes += item.weight if isinstance(item, Text) else 0
             if len(chunk) >= CHUNK_FILES or chunk_bytes >= CHUNK_BYTES:
-                _submit_chunk(settings, db, client, batch, prompt, chunk, report)
+                _submit_chunk(settings, db, client, batch, prompt, chunk, report, new_batch)
                 chunk, chunk_bytes = [], 0
                 analyze_at = _statistics(db, report, analyze_at)
             on_document()
     if chunk:
-        _submit_chunk(settings, db, client, batch, prompt, chunk, report)
+        _submit_chunk(settings, db, client, batch, prompt, chunk, report, new_batch)
         _statistics(db, report, analyze_at)
     vacuum_rollups(db)
     return report
@@ -400,11 +395,17 @@ def _submit_chunk(
     prompt: Prompt,
     chunk: list[Text | Unreadable],
     report: SubmitReport,
+    new_batch: dict | None,
 ) -> None:
     now = utcnow()
     paths: list[str] = []
 
     def write(conn: sa.Connection) -> list[str]:
+        conn.execute(
+            insert_ignoring_conflicts(db, prompts).values(prompt.row | {"created_at": now})
+        )
+        if new_batch is not None:  # made with its first rows; the later chunks find it
+            conn.execute(insert_ignoring_conflicts(db, batches).values(new_batch))
         rows, keys, texts, own, replaced = _plan(conn, batch, prompt, chunk, report, settings, now)
         if replaced:
             conn.execute(results.delete().where(results.c.id.in_(replaced)))
@@ -420,11 +421,15 @@ def _submit_chunk(
         return keys
 
     def take_back(conn: sa.Connection, _keys: list[str]) -> None:
-        """Redis refused the chunk's messages: its rows go, as if never submitted."""
+        """Redis refused the chunk's messages: its rows go, as if never submitted (and the
+        batch, if they were its first)."""
         if paths:
             conn.execute(
                 results.delete().where(results.c.batch == batch, results.c.source_path.in_(paths))
             )
+        if new_batch is not None:
+            rows = sa.select(results.c.id).where(results.c.batch == batch).limit(1)
+            conn.execute(batches.delete().where(batches.c.name == batch, ~sa.exists(rows)))
 
     try:
         queued = queue.commit_then_push(settings, db, write, take_back, model=prompt.model)

@@ -180,6 +180,17 @@ def test_each_record_file_can_name_its_own_text_field(env, db, tmp_path):
     }
 
 
+# 5. A submit that queues nothing leaves no batch
+
+
+@sqlite
+def test_a_submit_of_nothing_usable_leaves_no_empty_batch(env, db, tmp_path):
+    done = run(env, "submit", str(tmp_path / "missing"), "--batch", "x1")
+
+    assert done.exit_code == 1
+    assert json.loads(run(env, "batches", "--json").output) == []
+
+
 # 8. Passwords stay hidden whatever they hold
 
 
