@@ -277,9 +277,8 @@ def check_batch(
         }
     if (row.model, row.prompt_hash) != (prompt.model, prompt.hash):
         raise SummarizeError(
-            f"Batch {name!r} was submitted with another model or prompt "
-            f"(model {row.model}, prompt {row.prompt_hash}; now {prompt.model}, "
-            f"{prompt.hash}): choose another --batch name."
+            f"Batch {name!r} was submitted with other settings: {_differences(row, prompt)}: "
+            "submit with the batch's settings, or choose another --batch name."
         )
     if meta and row.metadata != _json(meta):
         raise SummarizeError(
@@ -287,6 +286,30 @@ def check_batch(
             "repeat the same --meta, leave it out, or choose another --batch name."
         )
     return None
+
+
+def _differences(stored: sa.Row, prompt: Prompt) -> str:
+    """What differs between a batch's settings and a submit's, each with both values."""
+    pairs = (
+        ("model", stored.model, prompt.model),
+        ("instruction", stored.instruction, prompt.instruction),
+        ("summary length", stored.max_tokens, prompt.max_tokens),
+        ("sentence limit", stored.max_sentences or 0, prompt.max_sentences),
+        ("schema", stored.schema, prompt.schema),
+    )
+    differ = [
+        f"{what} {_shortened(then)} (now {_shortened(now)})"
+        for what, then, now in pairs
+        if then != now
+    ]
+    return "; ".join(differ) or "a setting (its prompt's hash)"
+
+
+def _shortened(value: object) -> str:
+    if value is None:
+        return "none"
+    text = str(value)
+    return repr(text if len(text) <= 60 else text[:59] + "…") if isinstance(value, str) else text
 
 
 def _json(value: dict) -> str:

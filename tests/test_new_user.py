@@ -191,6 +191,25 @@ def test_a_submit_of_nothing_usable_leaves_no_empty_batch(env, db, tmp_path):
     assert json.loads(run(env, "batches", "--json").output) == []
 
 
+# 7. A batch's other settings are named, not hashed
+
+
+@sqlite
+def test_submitting_into_a_batch_with_other_settings_names_them(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "An article.")
+    run(env, "submit", str(tmp_path / "in"), "--batch", "b", "--prompt", "List the facts.")
+
+    done = run(env, "submit", str(tmp_path / "in"), "--batch", "b", "--max-tokens", "64")
+
+    assert done.exit_code == 1
+    assert (
+        "Error: Batch 'b' was submitted with other settings: instruction 'List the facts.' "
+        "(now 'Summarize the document below in two or three sentences. Sta…'); "
+        "summary length 128 (now 64); sentence limit 0 (now 3): submit with the batch's "
+        "settings, or choose another --batch name." in done.output
+    )
+
+
 # 8. Passwords stay hidden whatever they hold
 
 

@@ -197,8 +197,12 @@ def test_a_batch_cannot_change_its_prompt(env, db, tmp_path):
         env | {"SUMMARIZE_PROMPT": "Other."}, "submit", str(tmp_path / "in"), "--batch", "b"
     )
     assert result.exit_code == 1
-    assert "Error: Batch 'b' was submitted with another model or prompt" in result.output
-    assert "choose another --batch name" in result.output
+    assert (
+        "Error: Batch 'b' was submitted with other settings: instruction 'Summarize the "
+        "document below in two or three sentences. Sta…' (now 'Other.'); "
+        "sentence limit 3 (now 0): submit with the batch's settings, or choose another --batch "
+        "name." in result.output
+    )
 
 
 def test_a_file_name_that_is_not_utf8_gets_a_failed_row_and_the_rest_goes_on(env, db, tmp_path):
