@@ -27,7 +27,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from core.errors import DatabaseUnavailable
+from core.errors import DatabaseUnavailable, NoDatabase, SettingsError
 from core.settings import Settings, redact_url
 from core.tables import ROLLUPS
 
@@ -48,7 +48,7 @@ def connect(settings: Settings, *, readonly: bool = False, **options) -> sa.Engi
     if url.get_backend_name() == "sqlite":
         path = url.database
         if path and path != ":memory:" and not readonly:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            _sqlite_file(settings, Path(path))
         if readonly and path:  # quoted: a `?` or `#` in the path must not end it early
             url = url.set(database=f"file:{quote(path)}?mode=ro", query={"uri": "true"})
         db = sa.create_engine(url, connect_args={"timeout": 30}, **options)
@@ -63,6 +63,45 @@ def connect(settings: Settings, *, readonly: bool = False, **options) -> sa.Engi
         server += " -c default_transaction_read_only=on"
     connect_args = {"connect_timeout": 5, "options": server}
     return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args, **options)
+
+
+def _sqlite_file(settings: Settings, path: Path) -> None:
+    """The database file's folder. Only the data directory is made on its own: a file named
+    elsewhere whose folder is missing is a mistyped URL, refused."""
+    folder = path.parent
+    if not folder.is_dir():
+        if folder.resolve() != settings.data_dir.resolve():
+            raise SettingsError(
+                f"SUMMARIZE_DATABASE_URL names {path}, in a folder that does not exist "
+                f"({folder}): create the folder, or fix the URL."
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+
+
+def existing(settings: Settings) -> sa.Engine:
+    """An engine on a database summarize has written to, for commands that read it: they
+    never make one (a mistyped URL must not look like an empty database). NoDatabase if
+    there is none yet."""
+    url = make_url(settings.database_url)
+    path = url.database if url.get_backend_name() == "sqlite" else None
+    if path and path != ":memory:" and not Path(path).exists():
+        raise NoDatabase(
+            f"No database at {path} yet: `summarize submit PATH` makes it (or fix "
+            "SUMMARIZE_DATABASE_URL, if it names another)."
+        )
+    db = connect(settings)
+    try:
+        revision = current_revision(db)
+    except OperationalError as exc:
+        raise unavailable(settings, exc) from exc
+    if revision is None:
+        db.dispose()
+        raise NoDatabase(
+            f"No summarize tables in the database at {describe(settings)} yet: "
+            "`summarize submit PATH` makes them."
+        )
+    ensure_schema(settings, db)
+    return db
 
 
 def vacuum_rollups(db: sa.Engine) -> None:
@@ -187,8 +226,10 @@ def _migration_lock(settings: Settings) -> Iterator[None]:
     """Serialize migrations: a lock file beside a SQLite database, an advisory lock on PostgreSQL."""
     url = make_url(settings.database_url)
     if url.get_backend_name() == "sqlite":
-        lock_path = Path(url.database or "summarize.db").with_suffix(".migrate.lock")
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        path = Path(url.database or "summarize.db")
+        if url.database and url.database != ":memory:":
+            _sqlite_file(settings, path)
+        lock_path = path.with_suffix(".migrate.lock")
         with open(lock_path, "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield

@@ -39,6 +39,10 @@ class DatabaseUnavailable(UnreachableError):
     """The database did not answer."""
 
 
+class NoDatabase(SummarizeError):
+    """A command that reads the database found none: nothing was submitted there yet."""
+
+
 class ModelMissing(SummarizeError):
     """The model folder the worker needs is not there."""
 

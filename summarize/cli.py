@@ -20,6 +20,7 @@ from readers.terminal import printable, say
 from summarize.dashboard import dashboard
 from summarize.doctor import doctor
 from summarize.manage import COMMANDS as MANAGE_COMMANDS
+from summarize.manage import database_of, known, listed
 from summarize.options import DAY_S, LATEST, Seconds
 
 
@@ -414,14 +415,13 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
     Example:
       summarize status nightly-2026-11-29 --json
     """
-    from core import database, queue
+    from core import queue
     from core.requeue import queued_by_model
     from readers import status as statuses
 
-    settings = Settings.for_command(ctx)
-    db = database.ready(settings)
-    names = [batch] if batch else statuses.latest_batches(db, latest)
-    found = statuses.batch_status(db, names)
+    settings, db = listed(ctx)
+    names = [batch] if batch else statuses.latest_batches(db, latest) if db else []
+    found = statuses.batch_status(db, names) if db else []
     if batch and not found:
         raise SummarizeError(f"No batch named {batch!r}: `summarize status` lists the latest ones.")
     workers = queue.live_workers_now(settings)
@@ -429,7 +429,7 @@ def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
         click.echo(statuses.as_json(found, workers))
         return
     say(statuses.table(found, statuses.STATUS_TABLE))
-    if workers is not None:
+    if workers is not None and db is not None:
         for line in statuses.unserved(queued_by_model(db), workers):
             say(line)
 
@@ -457,11 +457,12 @@ def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
     Example:
       summarize requeue nightly-2026-11-29
     """
-    from core import broker, database
+    from core import broker
     from core.requeue import requeue_stranded
 
-    settings = Settings.for_command(ctx)
-    db = database.ready(settings)
+    settings, db = database_of(ctx)
+    if batch is not None:
+        known(db, batch)
     with broker.session(settings) as client:
         done = requeue_stranded(db, client, settings, older_than_s=older_than_s, batch=batch)
     documents = "document" if done.documents == 1 else "documents"

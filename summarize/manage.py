@@ -16,15 +16,31 @@ from readers.terminal import say
 from summarize.options import LATEST
 
 
-def _database(ctx: click.Context):
+def database_of(ctx: click.Context):
+    """The settings and the database of a command that reads it (it never makes one)."""
     from core import database
     from core.settings import Settings
 
     settings = Settings.for_command(ctx)
-    return settings, database.ready(settings)
+    return settings, database.existing(settings)
 
 
-def _known(db, batch: str) -> None:
+def listed(ctx: click.Context):
+    """The settings and the database for a listing of batches (`status`, `batches`); with no
+    database yet, None, after saying so (the listing is then empty)."""
+    from core.errors import NoDatabase
+
+    try:
+        return database_of(ctx)
+    except NoDatabase as exc:
+        from core.settings import Settings
+
+        say(str(exc), err=True)
+        return Settings.for_command(ctx), None
+
+
+def known(db, batch: str) -> None:
+    """Refuse a batch name the database does not hold."""
     from readers import export
 
     if not export.exists(db, batch):
@@ -63,9 +79,11 @@ def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: b
 
     if status is not None and errors_only:
         raise click.UsageError("--status and --errors-only both given: use one of them.")
-    _, db = _database(ctx)
+    _, db = database_of(ctx) if batch is not None else listed(ctx)
+    if db is None:  # nothing submitted yet: nothing to export
+        return
     if batch is not None:
-        _known(db, batch)
+        known(db, batch)
     if errors_only:
         status = ("failed", *export.ENDED)  # and the rows a batch ended: cancelled, expired
     elif fmt == "openai" and status is None:
@@ -95,8 +113,8 @@ def batches_command(ctx, latest: int, as_json: bool) -> None:
     from core import queue
     from readers import status
 
-    settings, db = _database(ctx)
-    found = status.batch_status(db, status.latest_batches(db, latest))
+    settings, db = listed(ctx)
+    found = status.batch_status(db, status.latest_batches(db, latest)) if db else []
     if as_json:
         click.echo(status.as_json(found, queue.live_workers_now(settings)))
         return
@@ -119,8 +137,8 @@ def retry(ctx, batch: str) -> None:
     from core import broker
     from jobs import batches
 
-    settings, db = _database(ctx)
-    _known(db, batch)
+    settings, db = database_of(ctx)
+    known(db, batch)
     with broker.session(settings):  # starts the embedded Redis when it is the broker
         done = batches.retry_failed(db, settings, batch)
     message = f"Queued {done.rows:,} failed rows of {batch} again ({done.documents:,} documents)."
@@ -147,8 +165,8 @@ def cancel(ctx, batch: str) -> None:
     """
     from jobs import batches
 
-    settings, db = _database(ctx)
-    _known(db, batch)
+    settings, db = database_of(ctx)
+    known(db, batch)
     count = batches.cancel(db, batch, keep_texts=settings.keep_texts)
     say(f"Cancelled {count:,} queued documents of {batch}.")
 
@@ -182,9 +200,9 @@ def purge(ctx, before, batch: str | None) -> None:
 
     if before is None and batch is None:
         raise click.UsageError("Say what to purge: --before DATE, --batch NAME, or both.")
-    _, db = _database(ctx)
+    _, db = database_of(ctx)
     if batch is not None:
-        _known(db, batch)
+        known(db, batch)
     before = before.replace(tzinfo=timezone.utc) if before else None
     done = retention.purge(
         db,
@@ -226,8 +244,8 @@ def evaluate(ctx, batch: str, references, as_json: bool) -> None:
     """
     from readers import evaluation
 
-    settings, db = _database(ctx)
-    _known(db, batch)
+    settings, db = database_of(ctx)
+    known(db, batch)
     found = evaluation.evaluate(db, batch, references, _text_of(settings))
     for problem in found.problems:
         say(f"{references.name}: {problem}", err=True)

@@ -191,6 +191,38 @@ def test_a_submit_of_nothing_usable_leaves_no_empty_batch(env, db, tmp_path):
     assert json.loads(run(env, "batches", "--json").output) == []
 
 
+# 6. A mistyped database URL is refused, and a reader makes no database
+
+
+def test_a_database_in_a_folder_that_does_not_exist_is_refused_not_made(tmp_path, queue_name):
+    missing = tmp_path / "nonexistent" / "dir" / "x.db"
+    env = {
+        "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
+        "SUMMARIZE_DATABASE_URL": f"sqlite:///{missing}",
+        "SUMMARIZE_QUEUE": queue_name,
+    }
+    write(tmp_path / "in", "a.txt", "An article.")
+
+    status = run(env, "status")
+    submit = run(env, "submit", str(tmp_path / "in"))
+
+    assert status.exit_code == 0
+    assert f"No database at {missing} yet" in status.output
+    assert submit.exit_code == 1
+    assert f"names {missing}, in a folder that does not exist" in submit.output
+    assert not (tmp_path / "nonexistent").exists()
+
+
+@pytest.mark.parametrize("command", [["status"], ["results"], ["batches"]])
+def test_a_reader_never_makes_a_database(tmp_path, command):
+    env = {"SUMMARIZE_DATA_DIR": str(tmp_path / "data")}
+
+    done = run(env, *command)
+
+    assert done.exit_code == 0, done.output
+    assert not (tmp_path / "data" / "summarize.db").exists()
+
+
 # 7. A batch's other settings are named, not hashed
 
 
