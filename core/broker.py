@@ -27,6 +27,7 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from core.errors import BrokerUnavailable
+from core.files import private_file, private_folder
 from core.settings import Settings, redact_url
 
 log = logging.getLogger(__name__)
@@ -187,8 +188,9 @@ class EmbeddedRedis:
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / "redis.lock", "w") as handle:
+        private_folder(self._settings.data_dir)
+        private_folder(self.dir)
+        with open(private_file(self.dir / "redis.lock"), "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
 
@@ -209,7 +211,10 @@ class EmbeddedRedis:
     def _start(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
-        command = [
+        command = [  # under umask 077: its files hold the queue
+            "/bin/sh",
+            "-c",
+            'umask 077 && exec "$0" "$@"',
             redis_server_binary(),
             "--port",
             "0",

@@ -28,6 +28,7 @@ from tenacity import (
 )
 
 from core.errors import DatabaseUnavailable, NoDatabase, SettingsError
+from core.files import private_file, private_folder
 from core.settings import Settings, redact_url
 from core.tables import ROLLUPS
 
@@ -66,8 +67,8 @@ def connect(settings: Settings, *, readonly: bool = False, **options) -> sa.Engi
 
 
 def _sqlite_file(settings: Settings, path: Path) -> None:
-    """The database file's folder. Only the data directory is made on its own: a file named
-    elsewhere whose folder is missing is a mistyped URL, refused."""
+    """The database file, made for this user alone. Only the data directory is made on its
+    own: a file named elsewhere whose folder is missing is a mistyped URL, refused."""
     folder = path.parent
     if not folder.is_dir():
         if folder.resolve() != settings.data_dir.resolve():
@@ -75,7 +76,8 @@ def _sqlite_file(settings: Settings, path: Path) -> None:
                 f"SUMMARIZE_DATABASE_URL names {path}, in a folder that does not exist "
                 f"({folder}): create the folder, or fix the URL."
             )
-        folder.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
+    private_file(path)
 
 
 def existing(settings: Settings) -> sa.Engine:
@@ -230,7 +232,7 @@ def _migration_lock(settings: Settings) -> Iterator[None]:
         if url.database and url.database != ":memory:":
             _sqlite_file(settings, path)
         lock_path = path.with_suffix(".migrate.lock")
-        with open(lock_path, "w") as handle:
+        with open(private_file(lock_path), "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
         return

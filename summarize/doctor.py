@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import click
 
@@ -238,6 +239,27 @@ def check_formats(settings: Settings) -> Check:
     )
 
 
+def check_files(settings: Settings) -> Check:
+    """Whether other users can read what summarize keeps: the data directory, the SQLite
+    database and its journal, the embedded Redis's files (every document's text and summary)."""
+    from sqlalchemy.engine import make_url
+
+    from core.files import open_to_others
+
+    paths = [settings.data_dir]
+    url = make_url(settings.database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        database = Path(url.database)
+        paths += [database, *(Path(f"{database}-{j}") for j in ("wal", "shm"))]
+    redis_dir = settings.data_dir / "redis"
+    if redis_dir.is_dir():
+        paths += [redis_dir, *sorted(redis_dir.rglob("*"))]
+    loose = open_to_others(list(dict.fromkeys(paths)))
+    if loose:
+        return Check("files", False, "open to other users: " + "; ".join(loose))
+    return Check("files", True, f"{settings.data_dir} and the database are this user's alone")
+
+
 def check_memory(settings: Settings) -> Check:
     import psutil
 
@@ -274,6 +296,7 @@ def run_checks() -> list[Check]:
         lambda: check_model(settings),
         check_engine,
         lambda: check_formats(settings),
+        lambda: check_files(settings),
         lambda: check_memory(settings),
     ]
     return [first, *(check() for check in checks)]

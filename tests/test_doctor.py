@@ -43,6 +43,7 @@ def test_a_ready_machine_passes_every_check(ready, db):
         "model",
         "engine",
         "formats",
+        "files",
         "memory",
     ]
     assert all(line.startswith("ok ") for line in checks.values())

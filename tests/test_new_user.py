@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import stat
 import subprocess
 import time
 from datetime import timedelta
@@ -14,6 +15,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from core import database
 from core.settings import Settings, redact_url
 from core.tables import batches, results, utcnow
 from tests.conftest import run, write
@@ -272,6 +274,46 @@ def test_commands_print_no_password_of_a_database_url(tmp_path):
         assert done.exit_code == 5, done.output
         assert "Tr0ub4dor" not in done.output and "3#x" not in done.output
         assert "postgresql://summarize:***@127.0.0.1:1/summarize" in done.output
+
+
+# 9. What summarize keeps is its user's alone
+
+
+@pytest.mark.timeout(120)
+def test_the_data_directory_database_and_redis_files_are_this_users_alone(embedded, tmp_path):
+    from summarize.doctor import check_files
+
+    data = tmp_path / "data"
+    write(tmp_path / "in", "a.txt", "An article.")
+    old = os.umask(0o022)
+    try:
+        assert cli(embedded, "submit", str(tmp_path / "in")).returncode == 0
+    finally:
+        os.umask(old)
+
+    modes = {
+        str(path.relative_to(data)): stat.S_IMODE(path.stat().st_mode)
+        for path in [data, *data.rglob("*")]
+        if not path.is_socket()
+    }
+    assert modes["."] == 0o700
+    assert modes["summarize.db"] == 0o600
+    assert all(mode & 0o077 == 0 for mode in modes.values()), modes
+    settings = Settings.from_env(embedded)
+    assert check_files(settings).ok
+    (data / "summarize.db").chmod(0o644)
+    assert check_files(settings).found == (
+        f"open to other users: {data / 'summarize.db'} is 644 (chmod 600 {data / 'summarize.db'})"
+    )
+
+
+def test_the_database_is_a_file_of_its_users_alone_from_its_first_write(tmp_path):
+    settings = Settings.from_env({"SUMMARIZE_DATA_DIR": str(tmp_path / "data")})
+
+    database.ready(settings).dispose()
+
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "data" / "summarize.db").stat().st_mode) == 0o600
 
 
 # 10. Names a submitter chose cannot drive the terminal
