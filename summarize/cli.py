@@ -21,7 +21,7 @@ from summarize.dashboard import dashboard
 from summarize.doctor import doctor
 from summarize.manage import COMMANDS as MANAGE_COMMANDS
 from summarize.manage import database_of, known, listed
-from summarize.options import DAY_S, LATEST, Seconds
+from summarize.options import DAY_S, LATEST, Seconds, Whole
 
 
 class _Error(click.ClickException):
@@ -119,13 +119,13 @@ def main() -> None:
 )
 @click.option(
     "--max-tokens",
-    type=click.IntRange(1, MAX_SUMMARY_TOKENS),
+    type=Whole(1, MAX_SUMMARY_TOKENS),
     metavar="N",
     help="This batch's summary length in tokens (default: the profile's, or SUMMARIZE_MAX_TOKENS).",
 )
 @click.option(
     "--max-sentences",
-    type=click.IntRange(0, 1000),
+    type=Whole(0, 1000),
     metavar="N",
     help="End each summary after N sentences; 0: no limit (default: 3 with the default "
     "instruction, none with your own).",
@@ -198,7 +198,15 @@ def submit(
     if prompt is not None and prompt_file is not None:
         raise click.UsageError("--prompt and --prompt-file both given: use one of them.")
     if prompt is not None and not prompt.strip():
-        raise click.BadParameter("is empty: write an instruction.", param_hint="--prompt")
+        raise click.BadParameter("it is empty: write an instruction.", param_hint="'--prompt'")
+    if batch_name is not None and not batch_name.strip():
+        raise click.BadParameter(
+            "it is empty: name the batch, or leave --batch out for a name made of the folder's "
+            "and the time",
+            param_hint="'--batch'",
+        )
+    if timeout is not None and not wait:
+        raise click.UsageError("--timeout is how long --wait waits: give --wait too.")
     if prompt_file is not None:
         prompt = read_prompt_file(prompt_file, "--prompt-file")
     settings = Settings.for_command(ctx).with_changes(
@@ -273,12 +281,17 @@ def _finish(bar, documents: int) -> None:
 
 
 def _pairs(given: tuple[str, ...]) -> dict[str, str]:
-    """--meta KEY=VALUE options as a dict; a later KEY wins."""
+    """--meta KEY=VALUE options as a dict; a KEY given twice is refused."""
     pairs = {}
     for pair in given:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--meta")
+        if key.strip() in pairs:
+            raise click.BadParameter(
+                f"{key.strip()!r} is given twice ({pairs[key.strip()]!r} and {value!r}): keep one",
+                param_hint="--meta",
+            )
         pairs[key.strip()] = value
     return pairs
 

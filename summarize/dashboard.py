@@ -16,6 +16,7 @@ import click
 from core.errors import SummarizeError
 from core.settings import Settings
 from readers.terminal import say
+from summarize.options import Whole
 
 BACKLOG = 128
 
@@ -69,7 +70,7 @@ def bind(host: str, port: int) -> socket.socket:
     "--port",
     default=8080,
     show_default=True,
-    type=click.IntRange(0, 65535),
+    type=Whole(0, 65535),
     help="Port to listen on (0: any free port).",
 )
 @click.pass_context

@@ -7,7 +7,32 @@ import math
 import click
 
 DAY_S = 86_400
-LATEST = click.IntRange(1, 10_000)  # how many batches a listing shows
+
+
+class Whole(click.ParamType):
+    """A whole number from `low` to `high`."""
+
+    name = "integer"
+
+    def __init__(self, low: int, high: int):
+        self.low, self.high = low, high
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:
+                number = None
+        if number is None or not self.low <= number <= self.high:
+            self.fail(
+                f"{value!r} is not a whole number from {self.low} to {self.high:,}", param, ctx
+            )
+        return number
+
+
+LATEST = Whole(1, 10_000)  # how many batches a listing shows
 
 
 class Seconds(click.ParamType):

@@ -360,3 +360,26 @@ def test_a_message_naming_more_documents_than_a_chunk_holds_is_refused():
     assert unpack(pack(keys[:-1])) == keys[:-1]
     with pytest.raises(BadMessage, match="a chunk of 1,001 result keys, more than a message"):
         unpack(pack(keys))
+
+
+# Small things
+
+
+@sqlite
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--batch", ""], "Invalid value for '--batch': it is empty"),
+        (["--timeout", "5"], "--timeout is how long --wait waits: give --wait too."),
+        (["--meta", "a=1", "--meta", "a=2"], "'a' is given twice ('1' and '2'): keep one"),
+        (["--max-tokens", "abc"], "'abc' is not a whole number from 1 to 8,192"),
+        (["--prompt", ""], "Invalid value for '--prompt': it is empty: write an instruction."),
+    ],
+)
+def test_submit_refuses_what_it_would_otherwise_ignore_or_misword(env, tmp_path, args, message):
+    write(tmp_path / "in", "a.txt", "An article.")
+
+    done = run(env, "submit", str(tmp_path / "in"), *args)
+
+    assert done.exit_code == 2, done.output
+    assert message in done.output
