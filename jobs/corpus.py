@@ -399,6 +399,8 @@ def load(found: Found, max_bytes: int) -> Text | Unreadable | Container:
     it cannot be summarized."""
     if found.problem:  # refused before reading: a link that leaves the folder given
         return Unreadable(shown(found.path), found.problem)
+    if reason := formats.refused(found.path):
+        return Unreadable(shown(found.path), reason)
     handle = found.open()
     if isinstance(handle, Unreadable):
         return handle

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import re
 import zipfile
 
@@ -24,7 +25,11 @@ PAGE_SUFFIXES = (".html", ".htm")
 PDF_SUFFIXES = (".pdf",)
 WORD_SUFFIXES = (".docx",)
 CONTAINER_SUFFIXES = (*PDF_SUFFIXES, *WORD_SUFFIXES)
-SUFFIXES = (*PAGE_SUFFIXES, *CONTAINER_SUFFIXES)
+REFUSED = {  # kinds that are documents but cannot be read: each is a failed row saying why
+    ".doc": "an old Word .doc file, which cannot be read: save it as .docx (in Word or "
+    "LibreOffice, or `soffice --headless --convert-to docx FILE`) and submit that",
+}
+SUFFIXES = (*PAGE_SUFFIXES, *CONTAINER_SUFFIXES, *REFUSED)
 CONTAINERS = ("pdf", "word")  # kinds whose file holds far more than its text
 CONTAINER_FACTOR = 20  # a PDF or .docx may be this many times SUMMARIZE_MAX_DOC_BYTES
 MAX_PDF_PAGES = 5000  # more is a book to split, or a file made to take long
@@ -48,6 +53,11 @@ def kind(path: str) -> str | None:
         if lower.endswith(suffixes):
             return name
     return None
+
+
+def refused(path: str) -> str | None:
+    """Why a document of a kind summarize cannot read is refused; None for the others."""
+    return REFUSED.get(os.path.splitext(path)[1].lower())
 
 
 def text_of(kind_: str, raw: bytes, max_bytes: int) -> str:

@@ -383,3 +383,12 @@ def test_submit_refuses_what_it_would_otherwise_ignore_or_misword(env, tmp_path,
 
     assert done.exit_code == 2, done.output
     assert message in done.output
+
+
+def test_an_old_doc_file_is_a_failed_row_that_says_to_convert_it(env, db, tmp_path):
+    write(tmp_path / "in", "old.doc", b"\xd0\xcf\x11\xe0 an old Word file")
+
+    done = run(env, "submit", str(tmp_path / "in"), "--batch", "b")
+
+    assert done.exit_code == 0, done.output
+    assert rows(db)["old.doc"].error.startswith("an old Word .doc file, which cannot be read")
