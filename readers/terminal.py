@@ -22,3 +22,8 @@ def say(text: str = "", *, err: bool = False) -> None:
     import click
 
     click.echo(printable(text), err=err)
+
+
+def counted(count: int, one: str, many: str | None = None) -> str:
+    """`1 batch`, `2 batches`: a count with its noun in the number it takes."""
+    return f"{count:,} {one if count == 1 else many or one + 's'}"

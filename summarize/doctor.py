@@ -19,7 +19,7 @@ import click
 from core.errors import SummarizeError
 from core.profiles import memory_share_that_fits
 from core.settings import Settings
-from readers.terminal import printable
+from readers.terminal import counted, printable
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def check_redis(settings: Settings) -> Check:
         return Check("redis", False, f"{broker.describe(settings)} answered but failed: {exc}")
     found = (
         f"{broker.describe(settings)}, Redis {info.get('redis_version')}, "
-        f"{waiting:,} messages (chunks of documents) waiting in {queue.home(settings)!r}"
+        f"{counted(waiting, 'message')} (chunks of documents) waiting in {queue.home(settings)!r}"
     )
     unchecked = broker.unchecked_certificates(settings)
     if unchecked:
@@ -234,7 +234,7 @@ def check_formats(settings: Settings) -> Check:
     return Check(
         "formats",
         True,
-        f"{versions}; read by {settings.extract_processes} processes at once, "
+        f"{versions}; read by {counted(settings.extract_processes, 'process', 'processes')} at once, "
         f"{settings.extract_timeout_s:g} s and {settings.extract_memory_mb:,} MB a file",
     )
 

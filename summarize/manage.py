@@ -12,7 +12,7 @@ import click
 
 from core.errors import SummarizeError
 from core.tables import STATUSES
-from readers.terminal import say
+from readers.terminal import counted, say
 from summarize.options import LATEST
 
 
@@ -141,11 +141,16 @@ def retry(ctx, batch: str) -> None:
     known(db, batch)
     with broker.session(settings):  # starts the embedded Redis when it is the broker
         done = batches.retry_failed(db, settings, batch)
-    message = f"Queued {done.rows:,} failed rows of {batch} again ({done.documents:,} documents)."
+    message = (
+        f"Queued {counted(done.rows, 'failed row')} of {batch} again "
+        f"({counted(done.documents, 'document')})."
+    )
     if done.unreadable:
+        files = "it" if done.unreadable == 1 else "them"
         message += (
-            f" {done.unreadable:,} failed at submit and have no text: fix the files and "
-            "submit them again."
+            f" {done.unreadable:,} failed at submit and "
+            f"{'has' if done.unreadable == 1 else 'have'} no text: fix the "
+            f"{'file' if done.unreadable == 1 else 'files'} and submit {files} again."
         )
     say(message)
 
@@ -168,7 +173,7 @@ def cancel(ctx, batch: str) -> None:
     settings, db = database_of(ctx)
     known(db, batch)
     count = batches.cancel(db, batch, keep_texts=settings.keep_texts)
-    say(f"Cancelled {count:,} queued documents of {batch}.")
+    say(f"Cancelled {counted(count, 'queued document')} of {batch}.")
 
 
 @click.command()
@@ -208,10 +213,13 @@ def purge(ctx, before, batch: str | None) -> None:
         db,
         before=before,
         batch=batch,
-        on_step=lambda p: say(f"  {p.rows:,} rows deleted", err=True),
+        on_step=lambda p: say(f"  {counted(p.rows, 'row')} deleted", err=True),
     )
-    left = f"; {len(done.batches):,} batches left empty and deleted" if done.batches else ""
-    say(f"Purged {done.rows:,} rows and {done.documents:,} documents{left}.")
+    left = f"; {counted(len(done.batches), 'batch', 'batches')} left empty and deleted"
+    say(
+        f"Purged {counted(done.rows, 'row')} and {counted(done.documents, 'document')}"
+        f"{left if done.batches else ''}."
+    )
     if batch is not None and batch not in done.batches:
         say(f"Batch {batch} still has queued or running rows: they were kept.")
 

@@ -160,8 +160,8 @@ def test_retry_queues_failed_documents_again_and_names_those_that_cannot_be(env,
 
     assert result.exit_code == 0
     assert result.output == (
-        "Queued 1 failed rows of night again (1 documents). 1 failed at "
-        "submit and have no text: fix the files and submit them again.\n"
+        "Queued 1 failed row of night again (1 document). 1 failed at "
+        "submit and has no text: fix the file and submit it again.\n"
     )
     by_name = {r.source_path.rsplit("/", 1)[-1]: r for r in all_rows(db)}
     assert (by_name["c.txt"].status, by_name["c.txt"].attempts, by_name["c.txt"].error) == (
@@ -207,7 +207,7 @@ def test_cancel_marks_queued_documents_and_the_worker_skips_them(env, settings, 
 
     result = run(env, "cancel", "b")
 
-    assert result.output == "Cancelled 1 queued documents of b.\n"
+    assert result.output == "Cancelled 1 queued document of b.\n"
     by_name = {r.source_path.rsplit("/", 1)[-1]: r for r in all_rows(db)}
     assert by_name["a.txt"].status == "cancelled"
     assert by_name["b.txt"].status == "running"

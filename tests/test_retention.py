@@ -110,7 +110,7 @@ def test_purge_before_a_date_deletes_old_rows_their_documents_and_empty_batches(
 
     assert done.exit_code == 0, done.output
     assert f"Purged {len(MONDAY)} rows" in done.output
-    assert "1 batches left empty" in done.output
+    assert "1 batch left empty" in done.output
     with db.connect() as conn:
         left = set(conn.execute(sa.select(results.c.batch).distinct()).scalars())
         names = set(conn.execute(sa.select(batches_table.c.name)).scalars())
