@@ -179,7 +179,7 @@ def cancel(ctx, batch: str) -> None:
 @click.command()
 @click.option(
     "--before",
-    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]),
+    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]),
     metavar="DATE",
     help="Rows finished before this UTC day (YYYY-MM-DD) or time.",
 )

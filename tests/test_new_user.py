@@ -385,6 +385,26 @@ def test_submit_refuses_what_it_would_otherwise_ignore_or_misword(env, tmp_path,
     assert message in done.output
 
 
+def test_requeue_of_a_batch_that_does_not_exist_says_so(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "An article.")
+    run(env, "submit", str(tmp_path / "in"), "--batch", "b")
+
+    done = run(env, "requeue", "nosuch")
+
+    assert done.exit_code == 1
+    assert "No batch named 'nosuch'" in done.output
+
+
+def test_purge_takes_the_time_as_batches_prints_it(env, db, tmp_path):
+    write(tmp_path / "in", "a.txt", "An article.")
+    run(env, "submit", str(tmp_path / "in"), "--batch", "b")
+
+    done = run(env, "purge", "--before", "2026-01-01 12:30")
+
+    assert done.exit_code == 0, done.output
+    assert done.output == "Purged 0 rows and 0 documents.\n"
+
+
 def test_an_old_doc_file_is_a_failed_row_that_says_to_convert_it(env, db, tmp_path):
     write(tmp_path / "in", "old.doc", b"\xd0\xcf\x11\xe0 an old Word file")
 
