@@ -7,6 +7,7 @@ Errors cross into the CLI here and only here: a SummarizeError becomes
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -195,6 +196,7 @@ def submit(
     from jobs import records
     from jobs import submit as submitting
 
+    _stop_cleanly_on_sigterm()
     if prompt is not None and prompt_file is not None:
         raise click.UsageError("--prompt and --prompt-file both given: use one of them.")
     if prompt is not None and not prompt.strip():
@@ -271,6 +273,16 @@ def submit(
                 ctx.exit(errors.EXIT_DEADLINE)
             if not final.all_succeeded:
                 ctx.exit(errors.EXIT_DOCUMENTS_FAILED)
+
+
+def _stop_cleanly_on_sigterm() -> None:
+    """SIGTERM (a cron job's timeout, systemd) ends submit as Ctrl-C does: what it started
+    (the embedded Redis, extraction processes) is stopped on the way out."""
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _finish(bar, documents: int) -> None:

@@ -412,3 +412,30 @@ def test_an_old_doc_file_is_a_failed_row_that_says_to_convert_it(env, db, tmp_pa
 
     assert done.exit_code == 0, done.output
     assert rows(db)["old.doc"].error.startswith("an old Word .doc file, which cannot be read")
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_to_submit_wait_stops_the_embedded_redis_it_started(embedded, tmp_path):
+    import signal
+
+    from core.broker import EmbeddedRedis, _running, socket_path
+
+    write(tmp_path / "in", "a.txt", "An article nobody summarizes.")
+    waiting = subprocess.Popen(
+        [*SUMMARIZE, "submit", str(tmp_path / "in"), "--wait"],
+        env=os.environ | embedded,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    settings = Settings.from_env(embedded)
+    for _ in range(600):  # until it waits: the report is printed
+        if waiting.poll() is not None or "waiting for one" in (waiting.stderr.readline() or ""):
+            break
+    pid = EmbeddedRedis(settings).pid()
+
+    waiting.send_signal(signal.SIGTERM)
+
+    assert waiting.wait(30) == 128 + signal.SIGTERM
+    assert pid is not None and not _running(pid)
+    assert not socket_path(settings).exists()
