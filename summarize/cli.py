@@ -500,7 +500,12 @@ def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
 
 @main.group()
 def model() -> None:
-    """Manage the model the worker loads."""
+    """Manage the model the worker loads.
+
+    \b
+    Example:
+      summarize model fetch
+    """
 
 
 @model.command("fetch")
@@ -522,7 +527,12 @@ def model_fetch(ctx) -> None:
 
 @main.group()
 def db() -> None:
-    """Manage the database schema."""
+    """Manage the database schema.
+
+    \b
+    Example:
+      summarize db upgrade
+    """
 
 
 @db.command("upgrade")

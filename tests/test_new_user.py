@@ -385,6 +385,7 @@ def test_submit_refuses_what_it_would_otherwise_ignore_or_misword(env, tmp_path,
     assert message in done.output
 
 
+@sqlite
 def test_requeue_of_a_batch_that_does_not_exist_says_so(env, db, tmp_path):
     write(tmp_path / "in", "a.txt", "An article.")
     run(env, "submit", str(tmp_path / "in"), "--batch", "b")
@@ -395,6 +396,7 @@ def test_requeue_of_a_batch_that_does_not_exist_says_so(env, db, tmp_path):
     assert "No batch named 'nosuch'" in done.output
 
 
+@sqlite
 def test_purge_takes_the_time_as_batches_prints_it(env, db, tmp_path):
     write(tmp_path / "in", "a.txt", "An article.")
     run(env, "submit", str(tmp_path / "in"), "--batch", "b")
@@ -405,6 +407,7 @@ def test_purge_takes_the_time_as_batches_prints_it(env, db, tmp_path):
     assert done.output == "Purged 0 rows and 0 documents.\n"
 
 
+@sqlite
 def test_an_old_doc_file_is_a_failed_row_that_says_to_convert_it(env, db, tmp_path):
     write(tmp_path / "in", "old.doc", b"\xd0\xcf\x11\xe0 an old Word file")
 
@@ -412,6 +415,20 @@ def test_an_old_doc_file_is_a_failed_row_that_says_to_convert_it(env, db, tmp_pa
 
     assert done.exit_code == 0, done.output
     assert rows(db)["old.doc"].error.startswith("an old Word .doc file, which cannot be read")
+
+
+def test_every_command_and_group_has_an_example_in_its_help():
+    import click
+
+    from summarize.cli import main
+
+    def walk(command: click.Command, name: str):
+        yield name, command
+        for sub, child in getattr(command, "commands", {}).items():
+            yield from walk(child, f"{name} {sub}")
+
+    missing = [name for name, command in walk(main, "summarize") if "Example" not in command.help]
+    assert missing == []
 
 
 @pytest.mark.timeout(120)
