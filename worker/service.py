@@ -119,9 +119,10 @@ def _exit_status(celery_status: int, asked_to_stop: bool, drain) -> int:
     already closed. The worker reconnects and goes on; a later SIGTERM is a clean stop.
     """
     if celery_status and asked_to_stop and drain.idle():
-        log.warning(
-            "Celery reported an error it recovered from (above); the worker stopped as asked "
-            "with every document written or handed back"
+        log.info(
+            "stopped as asked, every document written or handed back (Celery's own exit "
+            "status was %d)",
+            celery_status,
         )
         return 0
     return celery_status
