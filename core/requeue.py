@@ -18,7 +18,7 @@ from datetime import timedelta
 import redis
 import sqlalchemy as sa
 
-from core import queue, retention
+from core import messages, producer, redis_state, retention
 from core.settings import Settings
 from core.tables import batch_rollups, batches, is_pending, lease_lapsed, results, utcnow
 
@@ -51,8 +51,8 @@ def sweep(
     commit and push) is found by `summarize requeue`, which always compares in full.
     """
     expire_overdue(db, keep_texts=settings.keep_texts)
-    lost_data = bool(client.set(queue.marker(settings.queue), "1", nx=True))
-    if not lost_data and queue.messages_in_redis(client, _pending_queues(db, settings)):
+    lost_data = bool(client.set(redis_state.marker(settings.queue), "1", nx=True))
+    if not lost_data and redis_state.messages_in_redis(client, _pending_queues(db, settings)):
         return Requeued(0, 0)
     return requeue_stranded(db, client, settings, older_than_s=older_than_s, batch=batch)
 
@@ -114,7 +114,7 @@ def pending_models(db: sa.Engine) -> list[str]:
 def _pending_queues(db: sa.Engine, settings: Settings) -> list[str]:
     """The queues documents may wait in: this process's model's, and each pending model's."""
     models = {settings.model_name, *pending_models(db)}
-    return sorted({queue.queue_for(settings.queue, model) for model in models})
+    return sorted({messages.queue_for(settings.queue, model) for model in models})
 
 
 def requeue_stranded(
@@ -145,26 +145,29 @@ def requeue_stranded(
     )
     if batch is not None:
         query = query.where(results.c.batch == batch)
-    present: queue.KeysInRedis | None = None  # read once a pending row is found
+    present: redis_state.KeysInRedis | None = None  # read once a pending row is found
     stranded: dict[str, bytearray] = {}  # by model: their keys, 32 bytes each
     rows = 0
     with db.connect() as conn:
         for page in conn.execution_options(yield_per=PAGE_ROWS).execute(query).partitions():
             if present is None:  # after the rows are read: a message that was pushed for
-                present = queue.keys_in_redis(client, _pending_queues(db, settings))  # is seen
+                present = redis_state.keys_in_redis(
+                    client, _pending_queues(db, settings)
+                )  # is seen
             for key, model, count in page:
                 if key is not None and key not in present:
                     stranded.setdefault(model, bytearray()).extend(bytes.fromhex(key))
                     rows += count
-    step = PAGE_ROWS * queue.KEY_BYTES
+    step = PAGE_ROWS * messages.KEY_BYTES
     for model, keys_of_model in stranded.items():
         for start in range(0, len(keys_of_model), step):
             piece = keys_of_model[start : start + step]
             keys = [
-                piece[i : i + queue.KEY_BYTES].hex() for i in range(0, len(piece), queue.KEY_BYTES)
+                piece[i : i + messages.KEY_BYTES].hex()
+                for i in range(0, len(piece), messages.KEY_BYTES)
             ]
-            queue.commit_then_push(settings, db, _waiting_again(keys, unheld), model=model)
-    documents = sum(len(k) for k in stranded.values()) // queue.KEY_BYTES
+            producer.commit_then_push(settings, db, _waiting_again(keys, unheld), model=model)
+    documents = sum(len(k) for k in stranded.values()) // messages.KEY_BYTES
     if documents:
         log.warning(
             "requeued %d stranded documents (%d rows) with no message in Redis", documents, rows

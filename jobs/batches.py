@@ -1,14 +1,126 @@
-"""Working on a batch after submit: retry its failures, cancel what waits."""
+"""A batch's life: named and checked against an earlier submit's settings (its row made
+with its first documents' rows, jobs/submit.py), then its failures retried and what waits
+cancelled."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from core import queue, retention
+from core import producer, retention
+from core.errors import SummarizeError
 from core.settings import Settings
-from core.tables import batches, results, utcnow
+from core.tables import batches, prompts, results, utcnow
+from jobs.prompts import Prompt
+
+MAX_EXPIRY_S = 366 * 86400
+DURATION = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_s(text: str) -> float:
+    """`90s`, `45m`, `24h`, `7d`, or plain seconds, as seconds; ValueError with the forms."""
+    given = text.strip().lower()
+    unit = DURATION.get(given[-1:])
+    number = given[:-1] if unit else given
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        seconds = -1.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"{text!r} is not a duration: write 90s, 45m, 24h or 7d")
+    if seconds > MAX_EXPIRY_S:
+        raise ValueError(f"{text!r} is longer than the most, 366d")
+    return seconds
+
+
+def default_batch_name(paths: Iterable[str]) -> str:
+    """`<first folder>-<local time>`, e.g. `lee-background-20261129-0735`."""
+    first = next(iter(paths), "batch")
+    stem = os.path.basename(os.path.normpath(os.path.abspath(first))) or "batch"
+    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in stem)[:80]
+    return f"{stem}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def check_batch(
+    db: sa.Engine,
+    name: str,
+    prompt: Prompt,
+    meta: dict | None = None,
+    expire_after_s: float | None = None,
+) -> dict | None:
+    """Check that an existing batch used the same model, prompt and metadata (`--meta`; a
+    later submit may leave it out); for a new one, the row to make it with, which is made
+    with its first documents' rows (a submit that queues nothing leaves no empty batch)."""
+    longest = batches.c.name.type.length
+    if len(name) > longest:
+        raise SummarizeError(
+            f"The batch name is {len(name):,} characters long; at most {longest} fit: "
+            "choose a shorter --batch."
+        )
+    with db.connect() as conn:
+        row = conn.execute(
+            sa.select(batches, prompts.c.schema)
+            .join(prompts, prompts.c.prompt_hash == batches.c.prompt_hash, isouter=True)
+            .where(batches.c.name == name)
+        ).first()
+    if row is None:
+        return {
+            "name": name,
+            "model": prompt.model,
+            "instruction": prompt.instruction,
+            "max_tokens": prompt.max_tokens,
+            "max_sentences": prompt.max_sentences or None,
+            "prompt_hash": prompt.hash,
+            "created_at": utcnow(),
+            "metadata": _json(meta) if meta else None,
+            "expires_at": utcnow() + timedelta(seconds=expire_after_s) if expire_after_s else None,
+        }
+    if (row.model, row.prompt_hash) != (prompt.model, prompt.hash):
+        raise SummarizeError(
+            f"Batch {name!r} was submitted with other settings: {_differences(row, prompt)}: "
+            "submit with the batch's settings, or choose another --batch name."
+        )
+    if meta and row.metadata != _json(meta):
+        raise SummarizeError(
+            f"Batch {name!r} was submitted with other --meta ({row.metadata or 'none'}): "
+            "repeat the same --meta, leave it out, or choose another --batch name."
+        )
+    return None
+
+
+def _differences(stored: sa.Row, prompt: Prompt) -> str:
+    """What differs between a batch's settings and a submit's, each with both values."""
+    pairs = (
+        ("model", stored.model, prompt.model),
+        ("instruction", stored.instruction, prompt.instruction),
+        ("summary length", stored.max_tokens, prompt.max_tokens),
+        ("sentence limit", stored.max_sentences or 0, prompt.max_sentences),
+        ("schema", stored.schema, prompt.schema),
+    )
+    differ = [
+        f"{what} {_shortened(then)} (now {_shortened(now)})"
+        for what, then, now in pairs
+        if then != now
+    ]
+    return "; ".join(differ) or "a setting (its prompt's hash)"
+
+
+def _shortened(value: object) -> str:
+    if value is None:
+        return "none"
+    text = str(value)
+    return repr(text if len(text) <= 60 else text[:59] + "…") if isinstance(value, str) else text
+
+
+def _json(value: dict) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
 
 CANCELLED = "cancelled by summarize cancel"
 
@@ -60,7 +172,7 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
             .values(status="failed", error=RETRY_UNSENT, finished_at=utcnow())
         )
 
-    keys = queue.commit_then_push(settings, db, write, failed_again, model=model)
+    keys = producer.commit_then_push(settings, db, write, failed_again, model=model)
     return Retried(len(keys), counts["rows"], counts["unreadable"])
 
 

@@ -32,7 +32,8 @@ from multiprocessing import connection, reduction
 
 from core.errors import SummarizeError
 from jobs import formats
-from jobs.corpus import Container, Text, Unreadable
+from jobs.corpus import Container
+from jobs.documents import Text, Unreadable
 
 START_TIMEOUT_S = 60.0  # for a process to import the libraries and say it is ready
 AHEAD_PER_PROCESS = 4  # files started ahead of the one `submit` waits for, a process

@@ -90,14 +90,15 @@ def documents(folder: Path, limit: int | None) -> list[str]:
     distinct texts keeps them doing the same work (lee-background holds 7 repeats).
     """
     from core.settings import Settings
-    from jobs import corpus
+    from jobs import corpus, folders
+    from jobs.documents import Text
 
     max_bytes = Settings.from_env().max_doc_bytes
     texts: dict[str, str] = {}
-    for found in corpus.walk([folder]):
+    for found in folders.walk([folder]):
         if found.kind == "document":
             text = corpus.read(found.path, max_bytes)
-            if isinstance(text, corpus.Text):
+            if isinstance(text, Text):
                 texts.setdefault(text.content_hash, text.body)
     return list(texts.values())[:limit]
 

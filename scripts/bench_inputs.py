@@ -31,7 +31,7 @@ def run_hostile(args) -> dict:
     from core.settings import Settings
     from core.tables import results
     from tests import hostile
-    from tests.test_formats import PAGE, docx_bytes, pdf_bytes
+    from tests.documents import PAGE, docx_bytes, pdf_bytes
 
     work = Path(tempfile.mkdtemp(prefix="summarize-hostile-"))
     try:
@@ -71,7 +71,7 @@ def run_pdfs(args) -> dict:
     """The PDFs submitted by each way of reading them, in turn and back (a, b, c, c, b, a):
     one extraction process, one a core, and with --baseline-tree another checkout's submit
     (`git worktree add ../before <commit>`), which reads them however that commit did."""
-    from tests.test_formats import pdf_bytes
+    from tests.documents import pdf_bytes
 
     work = Path(tempfile.mkdtemp(prefix="summarize-pdfs-"))
     try:

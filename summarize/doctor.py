@@ -86,20 +86,20 @@ def _known_revisions(settings: Settings) -> set[str]:
 
 
 def check_redis(settings: Settings) -> Check:
-    from core import broker, queue
+    from core import broker, messages, redis_state
 
     try:
         with broker.session(settings) as client:
             info = client.info()
             config = client.config_get("maxmemory-policy") if not settings.embedded_broker else {}
-            waiting = queue.waiting(client, queue.home(settings))
+            waiting = redis_state.waiting(client, messages.home(settings))
     except SummarizeError as exc:
         return Check("redis", False, str(exc))
     except Exception as exc:  # noqa: BLE001 - e.g. CONFIG refused by a managed Redis
         return Check("redis", False, f"{broker.describe(settings)} answered but failed: {exc}")
     found = (
         f"{broker.describe(settings)}, Redis {info.get('redis_version')}, "
-        f"{counted(waiting, 'message')} (chunks of documents) waiting in {queue.home(settings)!r}"
+        f"{counted(waiting, 'message')} (chunks of documents) waiting in {messages.home(settings)!r}"
     )
     unchecked = broker.unchecked_certificates(settings)
     if unchecked:
@@ -117,13 +117,13 @@ def check_redis(settings: Settings) -> Check:
 
 def check_workers(settings: Settings) -> Check:
     """Whether every model with documents queued has a live worker (by their heartbeats)."""
-    from core import database, queue
+    from core import database, presence
     from core.requeue import queued_by_model
     from readers.status import serving, unserved
 
     db = database.connect(settings)
     try:
-        live = queue.live_workers_now(settings)
+        live = presence.live_workers_now(settings)
         queued = queued_by_model(db)
         if live is None:
             waiting = sum(queued.values())
@@ -202,7 +202,8 @@ def check_formats(settings: Settings) -> Check:
     """Each format's library imports, and an extraction process starts and reads a page."""
     import tempfile
 
-    from jobs import corpus, extraction, formats
+    from jobs import corpus, extraction, folders, formats
+    from jobs.documents import Text
 
     problems = [problem for problem in formats.load().values() if problem]
     if problems:
@@ -219,7 +220,7 @@ def check_formats(settings: Settings) -> Check:
         page = f"{folder}/check.html"
         with open(page, "w") as handle:
             handle.write("<html><body><article><p>A page to read.</p></article></body></html>")
-        loaded = corpus.load(corpus.Found(page, "document"), settings.max_doc_bytes)
+        loaded = corpus.load(folders.Found(page, "document"), settings.max_doc_bytes)
         try:
             with extraction.Extractors(
                 1, settings.extract_timeout_s, settings.extract_memory_mb
@@ -227,7 +228,7 @@ def check_formats(settings: Settings) -> Check:
                 read = one.text(loaded)
         except SummarizeError as exc:
             return Check("formats", False, str(exc))
-    if not isinstance(read, corpus.Text):
+    if not isinstance(read, Text):
         return Check(
             "formats", False, f"an extraction process could not read a page: {read.reason}"
         )

@@ -1,4 +1,5 @@
-"""Commands for batches after submit: `results`, `batches`, `retry`, `cancel`, `purge`, `eval`.
+"""Commands that read batches and act on them after submit: `status`, `batches`, `results`,
+`retry`, `cancel`, `purge`, `eval`, `requeue`.
 
 Registered on the `summarize` group by summarize/cli.py; errors cross into the CLI there.
 """
@@ -13,7 +14,7 @@ import click
 from core.errors import SummarizeError
 from core.tables import STATUSES
 from readers.terminal import counted, say
-from summarize.options import LATEST
+from summarize.options import DAY_S, LATEST, Seconds
 
 
 def database_of(ctx: click.Context):
@@ -110,13 +111,13 @@ def batches_command(ctx, latest: int, as_json: bool) -> None:
       summarize batches --latest 5
       summarize batches --json | jq '.[] | {batch, request_counts, settings}'
     """
-    from core import queue
+    from core import presence
     from readers import status
 
     settings, db = listed(ctx)
     found = status.batch_status(db, status.latest_batches(db, latest)) if db else []
     if as_json:
-        click.echo(status.as_json(found, queue.live_workers_now(settings)))
+        click.echo(status.as_json(found, presence.live_workers_now(settings)))
         return
     say(status.table(found, status.BATCHES_TABLE))
 
@@ -271,14 +272,92 @@ def evaluate(ctx, batch: str, references, as_json: bool) -> None:
 def _text_of(settings):
     """A document's text read again from its file, if it is still the text summarized."""
     from jobs import corpus
+    from jobs.documents import Text
 
     def text_of(path: str, content_hash: str) -> str | None:
         read = corpus.read(path, settings.max_doc_bytes)
-        if isinstance(read, corpus.Text) and read.content_hash == content_hash:
+        if isinstance(read, Text) and read.content_hash == content_hash:
             return read.body
         return None
 
     return text_of
 
 
-COMMANDS = (results, batches_command, retry, cancel, purge, evaluate)
+@click.command()
+@click.argument("batch", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--latest", default=5, show_default=True, type=LATEST, help="How many recent batches to show."
+)
+@click.pass_context
+def status(ctx, batch: str | None, as_json: bool, latest: int) -> None:
+    """Show documents per status, tokens spent and speed, for one batch or the latest ones.
+
+    Tokens and speed count only what the batch generated itself; deduplicated
+    documents are counted in the totals of rows but cost nothing. `looped`
+    counts summaries that still repeat themselves after a second try, `cut`
+    those that stopped at the length cap: read them with `summarize results`.
+
+    \b
+    Example:
+      summarize status nightly-2026-11-29 --json
+    """
+    from core import presence
+    from core.requeue import queued_by_model
+    from readers import status as statuses
+
+    settings, db = listed(ctx)
+    names = [batch] if batch else statuses.latest_batches(db, latest) if db else []
+    found = statuses.batch_status(db, names) if db else []
+    if batch and not found:
+        raise SummarizeError(f"No batch named {batch!r}: `summarize status` lists the latest ones.")
+    workers = presence.live_workers_now(settings)
+    if as_json:
+        click.echo(statuses.as_json(found, workers))
+        return
+    say(statuses.table(found, statuses.STATUS_TABLE))
+    if workers is not None and db is not None:
+        for line in statuses.unserved(queued_by_model(db), workers):
+            say(line)
+
+
+@click.command("requeue")
+@click.argument("batch", required=False)
+@click.option(
+    "--older-than",
+    "older_than_s",
+    default=60.0,
+    show_default=True,
+    type=Seconds(366 * DAY_S),
+    metavar="SECONDS",
+    help="Only rows submitted at least this long ago.",
+)
+@click.pass_context
+def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
+    """Queue again the documents the database says are pending but Redis has no message for.
+
+    That happens when Redis lost its data (restarted without persistence, flushed).
+    Workers and `submit --wait` do this on their own every half minute; this does
+    it now. Documents that still have a message are left alone.
+
+    \b
+    Example:
+      summarize requeue nightly-2026-11-29
+    """
+    from core import broker
+    from core.requeue import requeue_stranded
+
+    settings, db = database_of(ctx)
+    if batch is not None:
+        known(db, batch)
+    with broker.session(settings) as client:
+        done = requeue_stranded(db, client, settings, older_than_s=older_than_s, batch=batch)
+    documents = "document" if done.documents == 1 else "documents"
+    rows = "row" if done.rows == 1 else "rows"
+    say(
+        f"Queued {done.documents} {documents} again ({done.rows} {rows}) that had no "
+        "message in Redis."
+    )
+
+
+COMMANDS = (status, results, batches_command, retry, cancel, purge, evaluate, requeue_command)

@@ -16,12 +16,12 @@ import sqlalchemy as sa
 from core.tables import STATUSES, results
 from jobs.submit import submit as submit_files
 from readers.views import as_utc
-from tests.conftest import write
 from tests.fakes import FakeEngine
+from tests.helpers import WAIT_S, summarize_one, write
 from worker.drain import Drain
-from worker.recorder import Outcome, Recorder
+from worker.recorder import Recorder
+from worker.work import Outcome
 
-WAIT_S = 10
 STEP_S = 0.01  # the stand-in engine takes this long per step: documents finish apart
 
 
@@ -73,7 +73,7 @@ def summarize_queued(settings, db, batch: str) -> None:
     try:
         pending = keys
         for _ in range(settings.max_attempts):
-            futures = {key: drain.summarize(key) for key in pending}
+            futures = {key: summarize_one(drain, key) for key in pending}
             pending = [k for k, f in futures.items() if again(f.result(WAIT_S))]
     finally:
         drain.stop(timeout=5)

@@ -14,12 +14,12 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 import sqlalchemy as sa
-from click.testing import CliRunner, Result
 
 from core import database
 from core.broker import answers, redis_server_binary
 from core.settings import Settings
-from summarize.cli import main
+from tests.helpers import CountingRecorder
+from worker.drain import Drain
 
 REQUIRE_SERVICES = os.environ.get("SUMMARIZE_TEST_REQUIRE_SERVICES") == "1"  # set by .ci/run
 POSTGRES_URL = os.environ.get(
@@ -194,16 +194,18 @@ def model() -> Path:
     return model_dir()
 
 
-def write(folder: Path, name: str, content: str | bytes) -> Path:
-    path = folder / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content, encoding="utf-8")
-    return path
+@pytest.fixture
+def run_drain(settings, db):
+    started = []
 
+    def start(engine, **kwargs) -> Drain:
+        fatal = []
+        drain = Drain(engine, CountingRecorder(db), settings, on_fatal=fatal.append, **kwargs)
+        drain.fatal = fatal
+        drain.start()
+        started.append(drain)
+        return drain
 
-def run(env: dict[str, str], *args: str) -> Result:
-    """The `summarize` CLI in this process: exceptions propagate instead of becoming exit code 1."""
-    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    yield start
+    for drain in started:
+        drain.stop(timeout=5)

@@ -17,7 +17,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from core.tables import results
-from tests.conftest import POSTGRES_URL, lee
+from tests.conftest import POSTGRES_URL
+from tests.helpers import lee
 
 SUMMARIZE = [sys.executable, "-m", "summarize.cli"]
 

@@ -11,35 +11,24 @@ import sqlalchemy as sa
 from core.tables import batches, prompts, results
 from jobs.submit import count_documents
 from jobs.submit import submit as submit_files
-from tests.conftest import run, write
 from tests.fakes import FakeEngine
-from tests.test_drain import WAIT_S, run_drain  # noqa: F401 - the fixture
-from tests.test_submit import queued_keys, summary_line
-
-
-def rows_by_path(db) -> dict[str, sa.Row]:
-    with db.connect() as conn:
-        query = sa.select(results).order_by(results.c.id)
-        return {r.source_path.rsplit("/", 1)[-1]: r for r in conn.execute(query)}
-
-
-def openai_request(custom_id, text, system=None, **body) -> str:
-    messages = [{"role": "system", "content": system}] if system else []
-    messages.append({"role": "user", "content": text})
-    request = {
-        "custom_id": custom_id,
-        "method": "POST",
-        "url": "/v1/chat/completions",
-        "body": {"model": "gpt-4o-mini", "messages": messages, **body},
-    }
-    return json.dumps(request) + "\n"
+from tests.helpers import (
+    WAIT_S,
+    openai_request,
+    queued_keys,
+    rows_by_name,
+    run,
+    summarize_one,
+    summary_line,
+    write,
+)
 
 
 def summarize_every_row(db, drain) -> list:
     """Hand the drain every document the table holds; each one's outcome, once settled."""
     with db.connect() as conn:
         keys = set(conn.execute(sa.select(results.c.result_key)).scalars())
-    return [drain.summarize(key).result(WAIT_S) for key in keys]
+    return [summarize_one(drain, key).result(WAIT_S) for key in keys]
 
 
 def test_each_record_of_a_jsonl_or_csv_file_is_a_row_with_its_id_and_metadata(env, db, tmp_path):
@@ -63,7 +52,7 @@ def test_each_record_of_a_jsonl_or_csv_file_is_a_row_with_its_id_and_metadata(en
     assert result.exit_code == 0, result.output
     assert summary_line(result.output, "documents found") == 5  # 3 + 1 (the CSV, refused) + 1
     assert summary_line(result.output, "failed to read") == 2
-    found = rows_by_path(db)
+    found = rows_by_name(db)
     shown = {
         path: (r.batch, r.status, r.doc_id, r.metadata, r.error)
         for path, r in found.items()
@@ -366,7 +355,7 @@ def test_documents_still_queued_when_a_batch_expires_end_as_expired(env, setting
 
     sweep(db, client, settings, older_than_s=3600)
 
-    found = {p: (r.status, r.error) for p, r in rows_by_path(db).items()}
+    found = {p: (r.status, r.error) for p, r in rows_by_name(db).items()}
     assert found == {
         "a.txt": ("expired", EXPIRED),
         "b.txt": ("running", None),  # running documents finish

@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from jobs import corpus
-from tests.conftest import write
+from jobs import corpus, folders
+from jobs.documents import Unreadable
+from tests.helpers import write
 
 
 def test_folders_are_walked_recursively_in_a_stable_order(tmp_path):
@@ -17,7 +18,7 @@ def test_folders_are_walked_recursively_in_a_stable_order(tmp_path):
     write(tmp_path, "a/y.TXT", "y")
     write(tmp_path, "c.png", "c")
 
-    found = [(os.path.relpath(f.path, tmp_path), f.kind) for f in corpus.walk([tmp_path])]
+    found = [(os.path.relpath(f.path, tmp_path), f.kind) for f in folders.walk([tmp_path])]
 
     assert found == [
         ("a/y.TXT", "document"),
@@ -28,7 +29,7 @@ def test_folders_are_walked_recursively_in_a_stable_order(tmp_path):
 
 
 def test_a_path_that_does_not_exist_is_reported_not_raised(tmp_path):
-    (found,) = corpus.walk([tmp_path / "missing"])
+    (found,) = folders.walk([tmp_path / "missing"])
     assert (found.kind, found.problem) == ("problem", "does not exist")
 
 
@@ -36,7 +37,7 @@ def test_a_symlink_loop_of_folders_is_reported_once_and_the_walk_goes_on(tmp_pat
     write(tmp_path, "docs/a.txt", "a")
     os.symlink(tmp_path / "docs", tmp_path / "docs" / "again")
 
-    found = list(corpus.walk([tmp_path]))
+    found = list(folders.walk([tmp_path]))
 
     assert [(os.path.basename(f.path), f.kind) for f in found] == [
         ("a.txt", "document"),
@@ -48,7 +49,7 @@ def test_a_symlink_loop_of_folders_is_reported_once_and_the_walk_goes_on(tmp_pat
 def test_a_symlink_that_loops_on_itself_is_reported(tmp_path):
     os.symlink(tmp_path / "x.txt", tmp_path / "y.txt")
     os.symlink(tmp_path / "y.txt", tmp_path / "x.txt")
-    found = list(corpus.walk([tmp_path]))
+    found = list(folders.walk([tmp_path]))
     assert {f.problem for f in found} == {"symlink loop: the link never reaches a file"}
 
 
@@ -83,7 +84,7 @@ def test_a_byte_order_mark_is_not_part_of_the_text(tmp_path):
 )
 def test_a_file_that_cannot_be_a_document_says_why(tmp_path, content, reason):
     path = write(tmp_path, "f.txt", content)
-    assert corpus.read(str(path), 100) == corpus.Unreadable(str(path), reason)
+    assert corpus.read(str(path), 100) == Unreadable(str(path), reason)
 
 
 def test_a_file_that_cannot_be_opened_says_why(tmp_path):
@@ -95,7 +96,7 @@ def test_a_file_that_cannot_be_opened_says_why(tmp_path):
 @pytest.mark.parametrize("name", ["with space.txt", "new\nline.txt", "ünïcödé 文書.txt"])
 def test_unusual_file_names_are_walked_and_read(tmp_path, name):
     write(tmp_path, name, "content")
-    (found,) = corpus.walk([tmp_path])
+    (found,) = folders.walk([tmp_path])
     assert found.path == str(tmp_path / name)
     assert corpus.read(found.path, 100).body == "content"
 
@@ -107,7 +108,7 @@ def test_a_symlink_that_leaves_the_folder_given_is_refused_unless_links_are_foll
     os.symlink(tmp_path / "secret", tmp_path / "corpus" / "elsewhere")
     os.symlink(tmp_path / "corpus" / "a.txt", tmp_path / "corpus" / "same.txt")  # stays inside
 
-    found = {os.path.basename(f.path): f for f in corpus.walk([tmp_path / "corpus"])}
+    found = {os.path.basename(f.path): f for f in folders.walk([tmp_path / "corpus"])}
 
     assert found["notes.txt"].kind == "document"  # a .txt: it gets a failed row saying why
     assert found["notes.txt"].problem == (
@@ -117,7 +118,7 @@ def test_a_symlink_that_leaves_the_folder_given_is_refused_unless_links_are_foll
     assert found["elsewhere"].kind == "problem"
     assert found["same.txt"].problem is None
     assert corpus.read(found["same.txt"].path, 100, found["same.txt"].target).body == "a"
-    followed = [os.path.basename(f.path) for f in corpus.walk([tmp_path / "corpus"], True)]
+    followed = [os.path.basename(f.path) for f in folders.walk([tmp_path / "corpus"], True)]
     assert followed == ["a.txt", "passwords.txt", "notes.txt", "same.txt"]
 
 
@@ -125,7 +126,7 @@ def test_a_symlink_that_leaves_the_folder_given_is_refused_unless_links_are_foll
 def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
     os.mkfifo(tmp_path / "pipe.txt")
 
-    (found,) = corpus.walk([tmp_path])
+    (found,) = folders.walk([tmp_path])
     item = corpus.read(found.path, 1000, found.target)
 
     assert item.reason == "not a regular file (a FIFO): not read"
@@ -142,7 +143,7 @@ def test_pairs_of_folder_links_cannot_multiply_the_files(tmp_path):
         os.symlink(level, nxt / "right")
         level = nxt
 
-    found = list(corpus.walk([folder]))
+    found = list(folders.walk([folder]))
 
     assert [f.path for f in found if f.kind == "document"] == [str(folder / "doc.txt")]
     assert len(found) == 1 + 2 * 14  # the file, and each link reported once
@@ -156,7 +157,7 @@ def test_a_tree_deeper_than_pythons_recursion_limit_is_walked(tmp_path):
     (deep / "bottom.txt").write_text("found")
 
     try:
-        (found,) = corpus.walk([tmp_path])
+        (found,) = folders.walk([tmp_path])
         assert found.path == str(deep / "bottom.txt")
     finally:  # pytest's clean-up (shutil.rmtree) recurses too deep for it: take it down here
         (deep / "bottom.txt").unlink()
@@ -168,14 +169,14 @@ def test_a_tree_deeper_than_pythons_recursion_limit_is_walked(tmp_path):
 def test_a_folder_swapped_for_a_link_after_it_was_listed_is_not_read_through(tmp_path):
     write(tmp_path, "secret/a.txt", "hunter2")
     write(tmp_path, "corpus/sub/a.txt", "an article")
-    walked = corpus.walk([tmp_path / "corpus"])
+    walked = folders.walk([tmp_path / "corpus"])
     found = next(walked)  # corpus/sub/a.txt: listed, not yet read
     (tmp_path / "corpus" / "sub").rename(tmp_path / "corpus" / "was-sub")
     os.symlink(tmp_path / "secret", tmp_path / "corpus" / "sub")
 
     read = corpus.load(found, 1000)
 
-    assert read == corpus.Unreadable(
+    assert read == Unreadable(
         found.path,
         "a folder on its path was replaced since it was listed (by a symlink?): not followed",
     )
@@ -185,7 +186,7 @@ def test_a_folder_swapped_for_a_link_before_it_is_listed_is_refused(tmp_path):
     write(tmp_path, "secret/a.txt", "hunter2")
     write(tmp_path, "corpus/a.txt", "first")
     write(tmp_path, "corpus/sub/b.txt", "second")
-    walked = corpus.walk([tmp_path / "corpus"])
+    walked = folders.walk([tmp_path / "corpus"])
     first = next(walked)  # corpus/a.txt: the root is listed, sub/ not yet
     (tmp_path / "corpus" / "sub").rename(tmp_path / "was-sub")
     os.symlink(tmp_path / "secret", tmp_path / "corpus" / "sub")
@@ -202,7 +203,7 @@ def test_files_under_a_link_inside_the_folder_are_read_through_its_real_path(tmp
     write(tmp_path, "corpus/real/a.txt", "through the link")
     os.symlink(tmp_path / "corpus" / "real", tmp_path / "corpus" / "alias")
 
-    found = [f for f in corpus.walk([tmp_path / "corpus"]) if f.kind == "document"]
+    found = [f for f in folders.walk([tmp_path / "corpus"]) if f.kind == "document"]
 
     assert [os.path.relpath(f.path, tmp_path) for f in found] == ["corpus/alias/a.txt"]
     assert corpus.load(found[0], 1000).body == "through the link"

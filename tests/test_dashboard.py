@@ -27,7 +27,7 @@ from readers.dashboard.queries import open_readonly
 from readers.views import batch_stats
 from summarize.cli import main
 from tests.batches import durations, submit, summarize_queued
-from tests.conftest import write
+from tests.helpers import write
 from tests.stack import SUMMARIZE
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"

@@ -8,51 +8,15 @@ from datetime import timedelta
 
 import pytest
 import redis
-import sqlalchemy as sa
 
 from core.requeue import requeue_stranded
 from core.tables import results, utcnow
 from tests.batches import submitted
 from tests.fakes import FakeEngine
+from tests.helpers import WAIT_S, CountingRecorder, rows_by_name, summarize_one
 from worker.drain import Drain, retry_delay_s
 from worker.recorder import Recorder
 from worker.tickets import Signal
-
-WAIT_S = 10
-
-
-class CountingRecorder(Recorder):
-    """The real recorder, remembering how many rows each transaction wrote."""
-
-    def __init__(self, engine):
-        super().__init__(engine, retry_s=1)
-        self.transactions: list[int] = []
-
-    def record(self, outcomes):
-        super().record(outcomes)
-        self.transactions.append(len(outcomes))
-
-
-def rows(db) -> dict[str, sa.Row]:
-    with db.connect() as conn:
-        return {r.source_path.rsplit("/", 1)[-1]: r for r in conn.execute(sa.select(results))}
-
-
-@pytest.fixture
-def run_drain(settings, db):
-    started = []
-
-    def start(engine, **kwargs) -> Drain:
-        fatal = []
-        drain = Drain(engine, CountingRecorder(db), settings, on_fatal=fatal.append, **kwargs)
-        drain.fatal = fatal
-        drain.start()
-        started.append(drain)
-        return drain
-
-    yield start
-    for drain in started:
-        drain.stop(timeout=5)
 
 
 def test_each_document_is_written_with_the_engines_token_counts(settings, db, tmp_path, run_drain):
@@ -60,10 +24,10 @@ def test_each_document_is_written_with_the_engines_token_counts(settings, db, tm
     engine = FakeEngine()
     drain = run_drain(engine)
 
-    outcomes = [drain.summarize(key).result(WAIT_S) for key in keys.values()]
+    outcomes = [summarize_one(drain, key).result(WAIT_S) for key in keys.values()]
 
     assert [o.status for o in outcomes] == ["succeeded", "succeeded"]
-    found = rows(db)
+    found = rows_by_name(db)
     instruction_tokens = len(settings.instruction.split())
     assert found["a.txt"].prompt_tokens == instruction_tokens + 3 + 3
     assert found["b.txt"].prompt_tokens == instruction_tokens + 2 + 3
@@ -82,7 +46,7 @@ def test_a_wave_is_written_in_one_transaction_before_its_documents_are_released(
     keys = submitted(settings, db, tmp_path, {f"{i}.txt": f"text {i}" for i in range(20)})
     drain = run_drain(FakeEngine())
 
-    futures = [drain.summarize(key) for key in keys.values()]
+    futures = [summarize_one(drain, key) for key in keys.values()]
     for future in futures:
         assert future.result(WAIT_S).status == "succeeded"
 
@@ -100,9 +64,9 @@ def test_documents_arriving_while_the_engine_runs_join_the_running_batch(
     engine = FakeEngine(per_step=1, gate=gate)  # one sequence finishes per step, when we say
     drain = run_drain(engine)
 
-    first = [drain.summarize(key) for key in keys[:6]]
+    first = [summarize_one(drain, key) for key in keys[:6]]
     wait_until(lambda: engine.unfinished() == 6)  # the first wave runs
-    later = [drain.summarize(key) for key in keys[6:]]
+    later = [summarize_one(drain, key) for key in keys[6:]]
     gate.release()  # one step: one sequence of the first wave finishes
     wait_until(lambda: engine.unfinished() == 11)  # the second wave joined before the first drained
     for _ in range(11):
@@ -124,16 +88,16 @@ def test_a_running_row_is_claimed_again_only_once_its_lease_has_run_out(settings
     client.delete(settings.queue)  # its message is gone too: a sweep at the wrong moment
     assert requeue_stranded(db, client, settings, older_than_s=0).documents == 0
     second.release([key], claimed=False)  # nor can it hand back what the first one holds
-    row = rows(db)["a.txt"]
+    row = rows_by_name(db)["a.txt"]
     assert (row.status, row.attempts, row.claimed_by) == ("running", 1, "first")
     leased = row.lease_until
     first.renew([key])
-    assert rows(db)["a.txt"].lease_until > leased
+    assert rows_by_name(db)["a.txt"].lease_until > leased
 
     with db.begin() as conn:  # the first worker stalls: its lease runs out
         conn.execute(results.update().values(lease_until=utcnow() - timedelta(seconds=1)))
     assert set(second.claim([key])) == {key}
-    row = rows(db)["a.txt"]
+    row = rows_by_name(db)["a.txt"]
     assert (row.status, row.attempts, row.claimed_by) == ("running", 2, "second")
 
 
@@ -162,9 +126,9 @@ def test_the_engine_steps_on_while_a_wave_is_written_and_nothing_is_released_bef
     drain = Drain(engine, recorder, settings, on_fatal=lambda d: None)
     drain.start()
     try:
-        first = [drain.summarize(key) for key in keys[:4]]
+        first = [summarize_one(drain, key) for key in keys[:4]]
         assert recorder.writing.wait(WAIT_S)  # the first wave's write has begun, and hangs
-        later = [drain.summarize(key) for key in keys[4:]]
+        later = [summarize_one(drain, key) for key in keys[4:]]
         wait_until(lambda: drain.admitted == 8 and engine.unfinished() == 0)  # stepped meanwhile
         assert not any(f.done() for f in first + later)  # no chunk is acknowledged unwritten
         recorder.let_through.set()
@@ -186,13 +150,13 @@ def test_a_message_delivered_twice_is_summarized_once(settings, db, tmp_path, ru
     engine = FakeEngine()
     drain = run_drain(engine)
 
-    both = [drain.summarize(key), drain.summarize(key)]
+    both = [summarize_one(drain, key), summarize_one(drain, key)]
     assert [f.result(WAIT_S).status for f in both] == ["succeeded", "succeeded"]
-    again = drain.summarize(key).result(WAIT_S)
+    again = summarize_one(drain, key).result(WAIT_S)
 
     assert again is Signal.SKIPPED
     assert len(engine.added) == 1
-    assert rows(db)["a.txt"].attempts == 1
+    assert rows_by_name(db)["a.txt"].attempts == 1
 
 
 def test_a_failing_document_is_retried_with_backoff_then_failed_at_the_limit(
@@ -200,17 +164,19 @@ def test_a_failing_document_is_retried_with_backoff_then_failed_at_the_limit(
 ):
     keys = submitted(settings, db, tmp_path, {"bad.txt": "poison here", "good.txt": "fine"})
     drain = run_drain(FakeEngine(refuse_on="poison"))
-    assert drain.summarize(keys["good.txt"]).result(WAIT_S).status == "succeeded"
+    assert summarize_one(drain, keys["good.txt"]).result(WAIT_S).status == "succeeded"
 
-    tries = [drain.summarize(keys["bad.txt"]).result(WAIT_S) for _ in range(settings.max_attempts)]
+    tries = [
+        summarize_one(drain, keys["bad.txt"]).result(WAIT_S) for _ in range(settings.max_attempts)
+    ]
 
     assert [t.status for t in tries] == ["queued", "queued", "failed"]
     assert [t.retry_in_s for t in tries[:2]] == [retry_delay_s(1), retry_delay_s(2)]
-    bad = rows(db)["bad.txt"]
+    bad = rows_by_name(db)["bad.txt"]
     assert bad.status == "failed"
     assert bad.attempts == settings.max_attempts
     assert bad.error == "ValueError: the engine refused this prompt (after 3 attempts)"
-    assert rows(db)["good.txt"].status == "succeeded"
+    assert rows_by_name(db)["good.txt"].status == "succeeded"
 
 
 def test_a_document_whose_worker_died_too_often_is_failed_without_running(
@@ -222,11 +188,11 @@ def test_a_document_whose_worker_died_too_often_is_failed_without_running(
     engine = FakeEngine()
     drain = run_drain(engine)
 
-    outcome = drain.summarize(key).result(WAIT_S)
+    outcome = summarize_one(drain, key).result(WAIT_S)
 
     assert outcome.status == "failed"
     assert engine.added == []
-    row = rows(db)["a.txt"]
+    row = rows_by_name(db)["a.txt"]
     assert row.status == "failed"
     assert row.error.startswith("gave up after 3 attempts: the worker stopped")
 
@@ -239,15 +205,15 @@ def test_a_document_longer_than_the_context_is_summarized_in_parts(
     engine = FakeEngine(max_model_len=400)
     drain = run_drain(engine)
 
-    outcomes = [drain.summarize(k).result(WAIT_S) for k in keys.values()]
+    outcomes = [summarize_one(drain, k).result(WAIT_S) for k in keys.values()]
 
     assert [o.status for o in outcomes] == ["succeeded", "succeeded"]
-    long = rows(db)["long.txt"]
+    long = rows_by_name(db)["long.txt"]
     assert long.parts >= 3
     assert len(engine.added) == long.parts + 1 + 1  # the parts, one combining pass, and short.txt
     assert long.prompt_tokens > 900  # every part's prompt and the combining prompt are counted
     assert long.completion_tokens == 4 * (long.parts + 1)
-    assert rows(db)["short.txt"].parts == 1
+    assert rows_by_name(db)["short.txt"].parts == 1
     # every request, parts and combining pass alike, ends after the batch's sentences
     assert (
         set(engine.max_sentences.values()) == {settings.sentences_for(settings.instruction)} == {3}
@@ -262,7 +228,7 @@ def test_a_batch_submitted_without_a_sentence_limit_asks_for_none(
     engine = FakeEngine()
     drain = run_drain(engine)
 
-    assert drain.summarize(keys["a.txt"]).result(WAIT_S).status == "succeeded"
+    assert summarize_one(drain, keys["a.txt"]).result(WAIT_S).status == "succeeded"
     assert list(engine.max_sentences.values()) == [None]
 
 
@@ -295,8 +261,8 @@ def test_a_document_for_another_model_is_left_queued_for_a_worker_running_it(
     drain = run_drain(engine)
     drain.model = "other-model"
 
-    assert drain.summarize(key).result(WAIT_S) is Signal.SKIPPED
-    row = rows(db)["a.txt"]
+    assert summarize_one(drain, key).result(WAIT_S) is Signal.SKIPPED
+    row = rows_by_name(db)["a.txt"]
     assert (row.status, row.attempts, row.error, row.claimed_by) == ("queued", 0, None, None)
     assert engine.added == []
 
@@ -307,12 +273,12 @@ def test_when_the_engine_dies_nothing_is_written_and_the_worker_hands_everything
     keys = submitted(settings, db, tmp_path, {"a.txt": "boom", "b.txt": "fine"})
     drain = run_drain(FakeEngine(explode_on="boom"))
 
-    futures = [drain.summarize(k) for k in keys.values()]
+    futures = [summarize_one(drain, k) for k in keys.values()]
     drain._thread.join(WAIT_S)
 
     assert drain.fatal == [drain]  # the worker process would exit here, acknowledging nothing
     assert not any(f.done() for f in futures)
-    assert {r.status for r in rows(db).values()} == {"running"}
+    assert {r.status for r in rows_by_name(db).values()} == {"running"}
 
 
 def test_suspects_of_a_crash_run_apart_from_everyone_else(settings, db, tmp_path, run_drain):
@@ -335,14 +301,14 @@ def test_suspects_of_a_crash_run_apart_from_everyone_else(settings, db, tmp_path
     engine.step = step
     drain = run_drain(engine)
 
-    futures = [drain.summarize(keys[name]) for name in names]
+    futures = [summarize_one(drain, keys[name]) for name in names]
     assert {f.result(WAIT_S).status for f in futures} == {"succeeded"}
 
     # The two suspects ran as a group with nothing else in the engine; the rest together.
     sizes = sorted(len(b) for b in batches)
     assert sizes == [2, 4]
-    assert rows(db)[names[0]].attempts == 2
-    assert rows(db)[names[2]].attempts == 1
+    assert rows_by_name(db)[names[0]].attempts == 2
+    assert rows_by_name(db)[names[2]].attempts == 1
 
 
 def test_a_suspect_on_its_last_attempt_runs_alone(settings, db, tmp_path, run_drain):
@@ -359,7 +325,7 @@ def test_a_suspect_on_its_last_attempt_runs_alone(settings, db, tmp_path, run_dr
     engine.step = lambda: (seen.append(len(engine.running)), original())[1]
     drain = run_drain(engine)
 
-    futures = [drain.summarize(k) for k in keys.values()]
+    futures = [summarize_one(drain, k) for k in keys.values()]
     assert {f.result(WAIT_S).status for f in futures} == {"succeeded"}
     assert sorted(seen) == [1, 1, 1]
 
@@ -373,13 +339,13 @@ def test_shutting_down_hands_back_what_has_not_finished_within_the_grace(
     gate = threading.Semaphore(0)
     engine = FakeEngine(per_step=1, gate=gate)
     drain = run_drain(engine)
-    futures = [drain.summarize(k) for k in keys[:3]]
+    futures = [summarize_one(drain, k) for k in keys[:3]]
     wait_until(lambda: engine.unfinished() == 3)
     gate.release()  # one finishes
     wait_until(lambda: engine.steps == 1)
 
     drain.begin_shutdown(grace_s=0)
-    late = drain.summarize(keys[3])  # arrives while stopping: handed straight back
+    late = summarize_one(drain, keys[3])  # arrives while stopping: handed straight back
     gate.release()  # let the loop out of its step
 
     settled = [f.result(WAIT_S) for f in [*futures, late]]
@@ -388,7 +354,7 @@ def test_shutting_down_hands_back_what_has_not_finished_within_the_grace(
     assert statuses[3] is Signal.HANDED_BACK
     assert Signal.HANDED_BACK in statuses[:3]
     assert engine.unfinished() == 0
-    by_key = {r.result_key: r for r in rows(db).values()}
+    by_key = {r.result_key: r for r in rows_by_name(db).values()}
     for key, status in zip(keys, statuses, strict=True):
         expected = ("succeeded", 1) if status == "succeeded" else ("queued", 0)
         assert (by_key[key].status, by_key[key].attempts) == expected
@@ -397,9 +363,9 @@ def test_shutting_down_hands_back_what_has_not_finished_within_the_grace(
 def test_each_summary_is_written_with_its_quality_signals(settings, db, tmp_path, run_drain):
     keys = submitted(settings, db, tmp_path, {"a.txt": "one two 3 four five six seven eight"})
     drain = run_drain(FakeEngine())
-    assert drain.summarize(keys["a.txt"]).result(WAIT_S).status == "succeeded"
+    assert summarize_one(drain, keys["a.txt"]).result(WAIT_S).status == "succeeded"
 
-    row = rows(db)["a.txt"]
+    row = rows_by_name(db)["a.txt"]
     assert row.summary.startswith("summary of ")  # its count of prompt tokens is not in the text
     assert (row.repetition, row.novel_numbers, row.looped) == (0.0, 1, False)
     assert row.copied == 0.0
@@ -414,10 +380,10 @@ def test_a_summary_that_loops_is_generated_again_once_with_loop_breaking_setting
     )
     engine = FakeEngine()
     drain = run_drain(engine)
-    outcomes = [drain.summarize(key).result(WAIT_S) for key in keys.values()]
+    outcomes = [summarize_one(drain, key).result(WAIT_S) for key in keys.values()]
 
     assert [o.status for o in outcomes] == ["succeeded", "succeeded"]
-    found = rows(db)
+    found = rows_by_name(db)
     assert found["loopy.txt"].summary.startswith("summary of")  # the second answer did not loop
     assert found["loopy.txt"].looped is False
     assert found["stuck.txt"].summary == "It goes round. It goes round. It goes round."

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from core.tables import results
-from tests.conftest import write
+from tests.helpers import write
 from tests.stack import Worker, cli
 from worker.echo import EchoEngine
 

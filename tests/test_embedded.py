@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from core import broker
 from core.settings import Settings
 from summarize.cli import main
-from tests.conftest import write
+from tests.helpers import write
 
 
 @pytest.fixture

@@ -99,7 +99,7 @@ def test_the_loop_breaking_penalty_chooses_the_tokens_vllms_own_frequency_penalt
     import subprocess
     import sys
 
-    from tests.conftest import lee
+    from tests.helpers import lee
 
     articles = [p.read_text()[:1500] for p in sorted(lee().glob("*.txt"))[:6]]
     # float32: where the CPU computes bfloat16 (AVX512-BF16), two runs of the same greedy

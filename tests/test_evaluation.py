@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from core.tables import results
 from readers.evaluation import TEXT_GONE, lead, read_references
 from tests.batches import summarize_queued
-from tests.conftest import run, write
+from tests.helpers import run, write
 
 ALPHA = "Alpha went up. Beta went down sharply today. Gamma stayed where it was."
 

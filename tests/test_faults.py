@@ -20,7 +20,7 @@ import pytest
 import redis
 from sqlalchemy.engine import make_url
 
-from core.queue import queue_for
+from core.messages import queue_for
 from tests.conftest import POSTGRES_URL, _reset_postgres
 from tests.services import RedisServer, TcpProxy
 from tests.stack import Worker, cli, copy_lee, rows

@@ -9,14 +9,13 @@ import threading
 import time
 
 import pytest
-import sqlalchemy as sa
 
-from core.tables import results
-from jobs import corpus, extraction
-from jobs.corpus import Container, Unreadable
+from jobs import corpus, extraction, folders
+from jobs.corpus import Container
+from jobs.documents import Unreadable
 from tests import hostile
-from tests.conftest import lee, run, write
-from tests.test_formats import PAGE, docx_bytes, pdf_bytes
+from tests.documents import PAGE, docx_bytes, pdf_bytes
+from tests.helpers import lee, rows_by_name, run, write
 
 sqlite = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
@@ -24,12 +23,6 @@ sqlite = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def slow_pdf() -> bytes:
     """400 pages drawing one large content stream: a minute of pypdf's time, and a few KB."""
     return hostile.pdf([b" ".join([hostile.shown_text("Loop")] * 20_000)] * 400, shared=True)
-
-
-def rows(db) -> dict[str, sa.Row]:
-    with db.connect() as conn:
-        found = conn.execute(sa.select(results).order_by(results.c.id)).all()
-    return {row.source_path.rsplit("/", 1)[-1]: row for row in found}
 
 
 @sqlite
@@ -50,7 +43,7 @@ def test_a_folder_of_hostile_files_fails_each_alone_and_queues_every_good_docume
     done = run(env, "submit", str(folder), "--batch", "night")
 
     assert done.exit_code == 0, done.output
-    found = rows(db)
+    found = rows_by_name(db)
     records = {
         "nested.jsonl": ["nested.jsonl:1", "nested.jsonl:2"],
         "unclosed.csv": ["unclosed.csv:2"],
@@ -92,7 +85,7 @@ def test_a_file_past_the_time_limit_fails_alone_and_the_next_is_read(env, db, tm
     done = run(env | {"SUMMARIZE_EXTRACT_TIMEOUT_S": "1"}, "submit", str(folder), "--batch", "t")
 
     assert done.exit_code == 0, done.output
-    found = rows(db)
+    found = rows_by_name(db)
     assert found["a-slow.pdf"].error == (
         "took longer than 1 s to read: split it, or raise SUMMARIZE_EXTRACT_TIMEOUT_S"
     )
@@ -109,7 +102,7 @@ def test_a_file_past_the_memory_limit_fails_alone_and_the_next_is_read(env, db, 
     done = run(env | {"SUMMARIZE_EXTRACT_MEMORY_MB": "64"}, "submit", str(folder), "--batch", "m")
 
     assert done.exit_code == 0, done.output
-    found = rows(db)
+    found = rows_by_name(db)
     assert found["a-inflates.pdf"].error == (
         "needs more than 64 MB to read: split it, or raise SUMMARIZE_EXTRACT_MEMORY_MB"
     )
@@ -117,7 +110,7 @@ def test_a_file_past_the_memory_limit_fails_alone_and_the_next_is_read(env, db, 
 
 
 def containers(folder, max_bytes=1_000_000):
-    for found in corpus.walk([folder]):
+    for found in folders.walk([folder]):
         loaded = corpus.load(found, max_bytes)
         assert isinstance(loaded, Container), loaded
         yield loaded
@@ -150,7 +143,7 @@ def test_documents_come_out_in_the_walks_order_whichever_finishes_first(tmp_path
     for i in range(12):
         write(tmp_path, f"b-{i:02}.pdf", pdf_bytes([f"Short document {i}."]))
         write(tmp_path, f"c-{i:02}.txt", f"Text {i}.")
-    entries = (corpus.load(found, 1_000_000) for found in corpus.walk([tmp_path]))
+    entries = (corpus.load(found, 1_000_000) for found in folders.walk([tmp_path]))
 
     with extraction.Extractors(processes=2, timeout_s=60, memory_mb=512) as extractors:
         names = [os.path.basename(item.path) for item in extractors.in_order(entries)]
@@ -161,7 +154,7 @@ def test_documents_come_out_in_the_walks_order_whichever_finishes_first(tmp_path
 def test_no_process_is_started_for_text_and_markdown(tmp_path):
     write(tmp_path, "a.txt", "Plain text.")
     write(tmp_path, "b.md", "# Markdown")
-    entries = (corpus.load(found, 1_000_000) for found in corpus.walk([tmp_path]))
+    entries = (corpus.load(found, 1_000_000) for found in folders.walk([tmp_path]))
 
     with extraction.Extractors(processes=2, timeout_s=60, memory_mb=512) as extractors:
         items = list(extractors.in_order(entries))

@@ -17,19 +17,14 @@ from core.settings import Settings
 from core.tables import results
 from summarize.cli import main
 from tests.batches import summarize_queued
-from tests.conftest import run, write
 from tests.fakes import FakeEngine
+from tests.helpers import all_rows, run, summarize_one, write
 from tests.stack import SUMMARIZE
 from worker.drain import Drain
 from worker.recorder import Recorder
 from worker.tickets import Signal
 
 WAIT_S = 10
-
-
-def all_rows(db):
-    with db.connect() as conn:
-        return conn.execute(sa.select(results).order_by(results.c.id)).all()
 
 
 @pytest.fixture
@@ -177,14 +172,14 @@ def test_retry_queues_failed_documents_again_and_names_those_that_cannot_be(env,
 def test_a_retry_redis_refuses_leaves_the_rows_failed_and_says_so(
     env, settings, db, processed, monkeypatch
 ):
-    from core import queue
+    from core import producer
     from core.errors import BrokerUnavailable
     from jobs import batches
 
     def refused(*_args, **_kwargs):
         raise redis.ConnectionError("Connection refused")
 
-    monkeypatch.setattr(queue, "enqueue", refused)
+    monkeypatch.setattr(producer, "enqueue", refused)
 
     with pytest.raises(BrokerUnavailable, match="Redis"):
         batches.retry_failed(db, settings, "night")
@@ -218,7 +213,7 @@ def test_cancel_marks_queued_documents_and_the_worker_skips_them(env, settings, 
     engine = FakeEngine()
     drain = Drain(engine, Recorder(db, retry_s=1), settings, on_fatal=lambda d: None)
     drain.start()
-    outcome = drain.summarize(by_name["a.txt"].result_key).result(WAIT_S)
+    outcome = summarize_one(drain, by_name["a.txt"].result_key).result(WAIT_S)
     drain.stop(5)
     assert outcome is Signal.SKIPPED
     assert engine.added == []

@@ -8,7 +8,7 @@ import pytest
 
 from jobs import corpus
 from jobs.markup import plain
-from tests.conftest import write
+from tests.helpers import write
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,11 @@ import redis
 from prometheus_client import REGISTRY
 
 from jobs.submit import submit as submit_files
-from tests.conftest import write
+from tests.helpers import write
 from tests.stack import Worker, cli, embedded_env, free_port, scrape
 from worker import metrics
-from worker.recorder import TEXT_GONE, Outcome
+from worker.recorder import TEXT_GONE
+from worker.work import Outcome
 
 
 def value(name: str, **labels) -> float:

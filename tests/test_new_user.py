@@ -18,16 +18,10 @@ import sqlalchemy as sa
 from core import database
 from core.settings import Settings, redact_url
 from core.tables import batches, results, utcnow
-from tests.conftest import run, write
+from tests.helpers import rows_by_name, run, write
 from tests.stack import SUMMARIZE, cli
 
 sqlite = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-
-
-def rows(db) -> dict[str, sa.Row]:
-    with db.connect() as conn:
-        found = conn.execute(sa.select(results).order_by(results.c.id)).all()
-    return {row.source_path.rsplit("/", 1)[-1]: row for row in found}
 
 
 @pytest.fixture
@@ -60,7 +54,7 @@ def test_a_burst_worker_ends_an_expired_batch_without_summarizing_it(env, db, tm
     done = cli(echo, "worker", "--burst")
 
     assert done.returncode == 0, done.stderr[-3000:]
-    assert {name: row.status for name, row in rows(db).items()} == {
+    assert {name: row.status for name, row in rows_by_name(db).items()} == {
         "a.txt": "expired",
         "b.txt": "expired",
     }
@@ -77,7 +71,7 @@ def test_a_claim_never_starts_a_document_whose_batch_has_expired(env, settings, 
         (key,) = conn.execute(sa.select(results.c.result_key)).scalars()
 
     assert Recorder(db).claim([key]) == {}
-    assert rows(db)["a.txt"].status == "queued"  # for the sweep to end as expired
+    assert rows_by_name(db)["a.txt"].status == "queued"  # for the sweep to end as expired
 
 
 # 2. Nobody is left waiting for a worker that was never started
@@ -148,13 +142,13 @@ def test_a_record_file_read_at_last_replaces_its_failed_row(env, db, tmp_path):
     folder = tmp_path / "in"
     write(folder, "tickets.csv", "ticket,body\nT-1,Printer on fire.\nT-2,Toner low.\n")
     first = run(env, "submit", str(folder), "--batch", "b")
-    assert rows(db)["tickets.csv"].status == "failed"
+    assert rows_by_name(db)["tickets.csv"].status == "failed"
 
     again = run(env, "submit", str(folder), "--batch", "b", "--text-field", "body")
 
     assert again.exit_code == 0, again.output
     assert "read now, not before        1" in again.output
-    assert {name: row.status for name, row in rows(db).items()} == {
+    assert {name: row.status for name, row in rows_by_name(db).items()} == {
         "tickets.csv:2": "queued",
         "tickets.csv:3": "queued",
     }
@@ -175,7 +169,7 @@ def test_each_record_file_can_name_its_own_text_field(env, db, tmp_path):
     )  # fmt: skip
 
     assert done.exit_code == 0, done.output
-    assert {name: (row.status, row.doc_id) for name, row in rows(db).items()} == {
+    assert {name: (row.status, row.doc_id) for name, row in rows_by_name(db).items()} == {
         "mail.jsonl:1": ("queued", "m1"),
         "news.jsonl:1": ("queued", "n1"),
         "tickets.csv:2": ("queued", "T-1"),
@@ -352,7 +346,7 @@ def test_csv_cells_that_become_formulas_after_a_separator_or_space_are_neutralis
 
 
 def test_a_message_naming_more_documents_than_a_chunk_holds_is_refused():
-    from core.queue import BadMessage, pack, unpack
+    from core.messages import BadMessage, pack, unpack
     from core.settings import MAX_CHUNK_DOCS
 
     keys = [f"{i:064x}" for i in range(MAX_CHUNK_DOCS + 1)]
@@ -414,7 +408,9 @@ def test_an_old_doc_file_is_a_failed_row_that_says_to_convert_it(env, db, tmp_pa
     done = run(env, "submit", str(tmp_path / "in"), "--batch", "b")
 
     assert done.exit_code == 0, done.output
-    assert rows(db)["old.doc"].error.startswith("an old Word .doc file, which cannot be read")
+    assert rows_by_name(db)["old.doc"].error.startswith(
+        "an old Word .doc file, which cannot be read"
+    )
 
 
 def test_every_command_and_group_has_an_example_in_its_help():

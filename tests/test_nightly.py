@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write
+from tests.helpers import write
 
 NIGHTLY = Path(__file__).resolve().parents[1] / "scripts" / "nightly"
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import SettingsError
 from core.settings import Settings
-from tests.conftest import run, write
+from tests.helpers import run, write
 
 sqlite = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 

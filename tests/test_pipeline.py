@@ -15,7 +15,8 @@ from core.broker import EmbeddedRedis
 from core.quality import loops, sentences
 from core.settings import Settings
 from core.tables import results
-from tests.conftest import POSTGRES_URL, _reset_postgres, lee
+from tests.conftest import POSTGRES_URL, _reset_postgres
+from tests.helpers import lee
 from tests.stack import Worker, cli, copy_lee, embedded_env, free_port
 
 pytestmark = pytest.mark.engine
@@ -275,8 +276,8 @@ def test_every_kind_of_input_is_summarized_by_the_real_model_each_batch_with_its
     """A web page, a PDF with a text layer and a scan without one, a Word file, JSON lines and
     CSV records with a bad line among them, and an OpenAI Batch file, through the real worker;
     and a second batch with a prompt of its own in flight beside the first."""
-    from tests.test_batch_inputs import openai_request
-    from tests.test_formats import PAGE, docx_bytes, pdf_bytes
+    from tests.documents import PAGE, docx_bytes, pdf_bytes
+    from tests.helpers import openai_request
 
     articles = [a.read_text() for a in sorted(lee().glob("*.txt"))[:6]]
     corpus = tmp_path / "inputs"

@@ -11,7 +11,7 @@ import pytest
 import redis
 from celery import Celery
 
-from core import queue
+from core import messages, producer, redis_state, transport
 from core.settings import Settings
 from worker.tasks import summarize_chunk
 
@@ -23,10 +23,10 @@ def keys(n: int) -> list[str]:
 def test_keys_pack_into_43_characters_each_and_come_back_unchanged():
     some = keys(5)
 
-    packed = queue.pack(some)
+    packed = messages.pack(some)
 
-    assert len(packed) == 5 * queue.KEY_CHARS
-    assert queue.unpack(packed) == some
+    assert len(packed) == 5 * messages.KEY_CHARS
+    assert messages.unpack(packed) == some
 
 
 @pytest.mark.parametrize(
@@ -34,18 +34,18 @@ def test_keys_pack_into_43_characters_each_and_come_back_unchanged():
     [None, 7, ["a" * 64], "", "x" * 42, "!" * 43, "A" * 44, {"key": "k"}, "é" * 43],
 )
 def test_anything_but_a_chunk_of_keys_is_a_bad_message(forged):
-    with pytest.raises(queue.BadMessage):
-        queue.unpack(forged)
+    with pytest.raises(messages.BadMessage):
+        messages.unpack(forged)
 
 
 def test_a_chunk_is_split_at_chunk_docs_and_celery_reads_each_message(env, redis_url, queue_name):
     settings = Settings.from_env(env | {"SUMMARIZE_CHUNK_DOCS": "4"})
     wanted = keys(10)
 
-    assert queue.enqueue(settings, wanted) == 3
+    assert producer.enqueue(settings, wanted) == 3
 
     app = Celery(broker=redis_url, set_as_current=False)
-    app.conf.update(queue.celery_config(settings))
+    app.conf.update(transport.celery_config(settings))
     carried = []
     with app.connection_for_read() as connection:
         simple = connection.SimpleQueue(queue_name)
@@ -54,7 +54,7 @@ def test_a_chunk_is_split_at_chunk_docs_and_celery_reads_each_message(env, redis
             assert message.headers["task"] == "summarize.chunk"
             assert message.content_type == "application/json"
             args, kwargs, _ = message.decode()
-            carried.append(queue.unpack(kwargs["keys"]))
+            carried.append(messages.unpack(kwargs["keys"]))
             message.ack()
         simple.close()
     assert [len(c) for c in carried] == [4, 4, 2]
@@ -63,16 +63,16 @@ def test_a_chunk_is_split_at_chunk_docs_and_celery_reads_each_message(env, redis
 
 def test_the_keys_in_redis_are_those_waiting_and_those_held(env, settings, redis_url):
     client = redis.Redis.from_url(redis_url)
-    queue.enqueue(settings, keys(3))
+    producer.enqueue(settings, keys(3))
     held = client.rpop(settings.queue)  # as kombu does when a worker takes a message
-    client.hset(queue.UNACKED, "tag-1", b"[" + held + b', "", "q"]')
-    queue.enqueue(settings, keys(5)[3:])
+    client.hset(transport.UNACKED, "tag-1", b"[" + held + b', "", "q"]')
+    producer.enqueue(settings, keys(5)[3:])
 
-    present = queue.keys_in_redis(client, settings.queue, page=1)
+    present = redis_state.keys_in_redis(client, settings.queue, page=1)
     assert len(present) == 5
     assert all(key in present for key in keys(5))
     assert not any(key in present for key in keys(8)[5:])
-    assert queue.messages_in_redis(client, settings.queue) == 2
+    assert redis_state.messages_in_redis(client, settings.queue) == 2
 
 
 def test_a_queued_document_costs_redis_under_100_bytes(env, redis_url):
@@ -81,7 +81,7 @@ def test_a_queued_document_costs_redis_under_100_bytes(env, redis_url):
     wanted = keys(20_000)
     before = client.info("memory")["used_memory"]
 
-    queue.enqueue(settings, wanted)
+    producer.enqueue(settings, wanted)
 
     per_document = (client.info("memory")["used_memory"] - before) / len(wanted)
     print(f"\nRedis memory per queued document: {per_document:.0f} bytes")

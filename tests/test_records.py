@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 
-from jobs import corpus, records
-from jobs.corpus import Text, Unreadable
-from jobs.records import Fields
-from tests.conftest import write
+from jobs import folders, records
+from jobs.documents import Text, Unreadable
+from jobs.fields import DEFAULT_FIELDS, Fields
+from tests.helpers import write
 
 MAX = 10_000
 
 
-def read(path, fields=records.DEFAULT_FIELDS, max_bytes=MAX):
-    return list(records.read(corpus.Found(str(path), "document"), max_bytes, fields))
+def read(path, fields=DEFAULT_FIELDS, max_bytes=MAX):
+    return list(records.read(folders.Found(str(path), "document"), max_bytes, fields))
 
 
 def jsonl(*lines) -> str:

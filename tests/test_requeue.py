@@ -7,11 +7,11 @@ import json
 import redis
 import sqlalchemy as sa
 
-from core import queue
-from core.queue import UNACKED
+from core import producer, redis_state
 from core.requeue import requeue_stranded, sweep
 from core.tables import results
-from tests.conftest import run, write
+from core.transport import UNACKED
+from tests.helpers import run, write
 
 
 def submit(env, folder, batch="b"):
@@ -68,12 +68,12 @@ def test_a_backlog_larger_than_a_page_is_compared_and_pushed_a_page_at_a_time(
     submit(env, tmp_path / "in")
     client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
     client.flushdb()
-    queue.enqueue(settings, [_key_of(db, "a.txt")])  # one document kept its message
+    producer.enqueue(settings, [_key_of(db, "a.txt")])  # one document kept its message
 
     done = requeue_stranded(db, client, settings, older_than_s=0)
 
     assert (done.documents, done.rows) == (4, 5)
-    pushed = queue.keys_in_redis(client, settings.queue)
+    pushed = redis_state.keys_in_redis(client, settings.queue)
     assert len(pushed) == 5  # each document's key once: a's old message, four new ones
     assert requeue_stranded(db, client, settings, older_than_s=0).documents == 0
 
@@ -130,7 +130,7 @@ def test_the_sweep_looks_only_when_redis_lost_its_data_or_holds_nothing(
     assert sweep(db, client, settings, older_than_s=0).documents == 0
     # A message lost alone, with the marker kept, is not looked for (requeue finds it)...
     client.delete(settings.queue)
-    queue.enqueue(settings, ["0" * 64])  # something else still waits
+    producer.enqueue(settings, ["0" * 64])  # something else still waits
     assert sweep(db, client, settings, older_than_s=0).documents == 0
     assert requeue_stranded(db, client, settings, older_than_s=0).documents == 2
     # ...but a Redis that lost its data has lost the marker too, and the sweep puts all back.
@@ -145,7 +145,7 @@ def test_a_backlog_larger_than_any_scan_limit_is_compared_in_full(env, settings,
     client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
     (ours,) = client.lrange(settings.queue, 0, -1)
     client.delete(settings.queue)
-    queue.enqueue(settings, ["0" * 64])
+    producer.enqueue(settings, ["0" * 64])
     (other,) = client.lrange(settings.queue, 0, -1)
     pipe = client.pipeline()
     for _ in range(60):  # 60,000 messages of other documents, then ours at the back

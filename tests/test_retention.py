@@ -20,7 +20,7 @@ from core.tables import documents, results, utcnow
 from jobs import batches
 from readers.views import GENERATED, batch_stats, document_seconds
 from tests.batches import COUNTED, MONDAY, TUESDAY, make_week, recount, submit, summarize_queued
-from tests.conftest import run
+from tests.helpers import run
 
 
 def texts(db) -> dict[str, str | None]:

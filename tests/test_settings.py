@@ -169,12 +169,14 @@ def test_every_profile_as_shipped_is_valid(name):
 
 
 def test_a_tls_broker_is_verified_by_default_on_the_celery_side_too():
-    from core import broker, queue
+    from core import broker, transport
 
     def tls(url: str) -> Settings:
         return Settings.from_env({"SUMMARIZE_BROKER_URL": url})
 
-    plain = queue.celery_config(tls("rediss://:pw@redis.example.com:6380/0?ssl_ca_certs=/ca.pem"))
+    plain = transport.celery_config(
+        tls("rediss://:pw@redis.example.com:6380/0?ssl_ca_certs=/ca.pem")
+    )
     assert plain["broker_use_ssl"] == {
         "ssl_ca_certs": "/ca.pem",
         "ssl_cert_reqs": ssl.CERT_REQUIRED,
@@ -182,11 +184,11 @@ def test_a_tls_broker_is_verified_by_default_on_the_celery_side_too():
     assert broker.unchecked_certificates(tls("rediss://redis.example.com:6380/0")) is None
 
     off = tls("rediss://redis.example.com:6380/0?ssl_cert_reqs=none")
-    assert "broker_use_ssl" not in queue.celery_config(off)  # the URL said so: kombu reads it
+    assert "broker_use_ssl" not in transport.celery_config(off)  # the URL said so: kombu reads it
     assert "ssl_cert_reqs=none in SUMMARIZE_BROKER_URL: the Redis server's certificate is not " in (
         broker.unchecked_certificates(off)
     )
-    assert "broker_use_ssl" not in queue.celery_config(tls("redis://redis.example.com:6379/0"))
+    assert "broker_use_ssl" not in transport.celery_config(tls("redis://redis.example.com:6379/0"))
 
 
 def test_the_broker_url_example_for_tls_names_a_ca_not_a_bare_rediss():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import re
 import shutil
@@ -14,44 +12,9 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from core import database
-from core.queue import unpack
 from core.tables import batches, documents, results
 from summarize.cli import main
-from tests.conftest import run, write
-
-
-def queued_messages(env) -> list[dict]:
-    client = redis.Redis.from_url(env["SUMMARIZE_BROKER_URL"])
-    raw = client.lrange(env["SUMMARIZE_QUEUE"], 0, -1)
-    messages = []
-    for item in raw:
-        envelope = json.loads(item)
-        args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
-        messages.append(
-            {
-                "task": envelope["headers"]["task"],
-                "args": args,
-                "keys": unpack(kwargs["keys"]),
-                "content_type": envelope["content-type"],
-            }
-        )
-    return messages
-
-
-def queued_keys(env) -> list[str]:
-    """Every result key the queue's chunk messages carry."""
-    return [key for message in queued_messages(env) for key in message["keys"]]
-
-
-def all_rows(db) -> dict[str, sa.Row]:
-    with db.connect() as conn:
-        return {r.source_path.rsplit("/", 1)[-1]: r for r in conn.execute(sa.select(results))}
-
-
-def summary_line(output: str, label: str) -> int:
-    match = re.search(rf"^  {label}\s+([\d,]+)", output, re.M)
-    assert match, output
-    return int(match.group(1).replace(",", ""))
+from tests.helpers import queued_keys, queued_messages, rows_by_name, run, summary_line, write
 
 
 def test_submit_records_a_row_per_document_and_queues_them_in_one_json_chunk(env, db, tmp_path):
@@ -63,7 +26,7 @@ def test_submit_records_a_row_per_document_and_queues_them_in_one_json_chunk(env
     assert result.exit_code == 0, result.output
     assert summary_line(result.output, "documents found") == 2
     assert summary_line(result.output, "queued") == 2
-    rows = all_rows(db)
+    rows = rows_by_name(db)
     assert {name: r.status for name, r in rows.items()} == {"a.txt": "queued", "b.md": "queued"}
     assert rows["a.txt"].batch == "first"
     assert rows["a.txt"].model == "SmolLM2-135M-Instruct"
@@ -94,7 +57,7 @@ def test_other_files_are_skipped_and_unreadable_ones_become_failed_rows(env, db,
     assert (
         "latin1.txt': not valid UTF-8 (byte 0xe9 at offset 3): convert it to UTF-8" in result.output
     )
-    rows = all_rows(db)
+    rows = rows_by_name(db)
     assert {n: (r.status, r.error) for n, r in rows.items() if n != "good.txt"} == {
         "empty.txt": ("failed", "empty file: nothing to summarize"),
         "latin1.txt": ("failed", "not valid UTF-8 (byte 0xe9 at offset 3): convert it to UTF-8"),
@@ -124,7 +87,7 @@ def test_a_document_summarized_before_is_answered_from_its_summary(env, db, tmp_
 
     assert summary_line(result.output, "queued") == 1
     assert summary_line(result.output, "deduplicated") == 1
-    copy = all_rows(db)["copy.txt"]
+    copy = rows_by_name(db)["copy.txt"]
     assert (copy.batch, copy.status, copy.summary, copy.prompt_tokens, copy.deduplicated) == (
         "tuesday",
         "succeeded",
@@ -163,7 +126,7 @@ def test_the_same_content_twice_in_one_batch_is_queued_once(env, db, tmp_path):
 
     assert summary_line(result.output, "queued") == 1
     assert summary_line(result.output, "deduplicated") == 1
-    rows = all_rows(db)
+    rows = rows_by_name(db)
     assert rows["a.txt"].result_key == rows["b.txt"].result_key
     assert {r.status for r in rows.values()} == {"queued"}
     # One generation answers both; its tokens count once, on the first row.
@@ -180,7 +143,7 @@ def test_submitting_the_same_batch_again_does_no_work_twice(env, db, tmp_path):
     assert again.exit_code == 0
     assert summary_line(again.output, "already in batch") == 1
     assert summary_line(again.output, "queued") == 0
-    assert len(all_rows(db)) == 1
+    assert len(rows_by_name(db)) == 1
     assert len(queued_keys(env)) == 1
 
 
@@ -270,7 +233,7 @@ def test_an_unreachable_redis_fails_fast_and_writes_no_rows(env, db, tmp_path):
     assert "Error: Redis is not reachable at redis://:***@127.0.0.1:1/0" in result.output
     assert "hunter2" not in result.output
     assert "unset SUMMARIZE_BROKER_URL to use the embedded one" in result.output
-    assert all_rows(db) == {}
+    assert rows_by_name(db) == {}
 
 
 @pytest.mark.parametrize("database_url", ["postgresql://postgres@127.0.0.1:1/test"], indirect=False)

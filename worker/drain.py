@@ -32,9 +32,10 @@ from worker import faults
 from worker.admission import Admission
 from worker.engine import Engine, Finished
 from worker.parts import DocumentTooLong, Work
-from worker.recorder import Claim, Outcome, Recorder
+from worker.recorder import Recorder
 from worker.running import Running
 from worker.tickets import Chunk, Signal, Tickets
+from worker.work import Claim, Outcome
 from worker.writes import Writes, Written
 
 log = logging.getLogger(__name__)
@@ -67,13 +68,6 @@ class Drain:
         self.recorded = 0
 
     # -- called from other threads ----------------------------------------------------------
-
-    def summarize(self, key: str, delivery_tag: str | None = None) -> Future:
-        """Queue one document for the engine; the future resolves once it has settled."""
-        one: Future = Future()
-        chunk = self.summarize_all([key], delivery_tag)
-        chunk.add_done_callback(lambda done: one.set_result(done.result()[0]))
-        return one
 
     def summarize_all(self, keys: list[str], delivery_tag: str | None = None) -> Future:
         """Queue a chunk's documents; the future resolves to how each settled (an `Outcome`
@@ -287,12 +281,12 @@ class Drain:
             self._receive(self._take(wait_s=1.0))
 
     def _written(self, written: Written) -> None:
-        self._writes.reported(written)
+        self._writes.reported()
         if written.error is not None:
             raise written.error  # the database stayed away: the drain loop fails
         self.recorded += len(written.outcomes)
         for outcome in written.outcomes:
-            self._running.forget(outcome.key)
+            self._running.discard(outcome.key)
             self._tickets.settle(outcome.key, outcome)
 
     def _hand_back(self) -> None:
@@ -312,7 +306,7 @@ class Drain:
             self.engine.abort(self._running.drop(work))
         self.recorder.release(list(unfinished))
         for key in unfinished:
-            self._running.forget(key)
+            self._running.discard(key)
             self._tickets.settle(key, Signal.HANDED_BACK)
         log.warning("handed %d unfinished documents back to the queue", len(unfinished))
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 import redis
 
-from core import queue
+from core import redis_state
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class Leases:
         self.client = client
         self.held = held
         self.rows = rows  # renews the leases of the rows in hand
-        self.beat = beat  # the worker's heartbeat (core/queue.py)
+        self.beat = beat  # the worker's heartbeat (core/presence.py)
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="leases", daemon=True)
@@ -52,7 +52,7 @@ class Leases:
         self.client.close()
 
     def renew(self) -> int:
-        return queue.renew(self.client, self.held(), time.time())
+        return redis_state.renew(self.client, self.held(), time.time())
 
     def _run(self) -> None:
         self._beat()

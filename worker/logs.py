@@ -71,7 +71,7 @@ def configure(level: str) -> None:
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")  # libraries' deprecations
     warnings.simplefilter("ignore", FutureWarning)
     # Celery warns when its worker runs as root because pickled messages could run code;
-    # ours accepts JSON only (core/queue.py), so in a container running as root it is noise.
+    # ours accepts JSON only (core/transport.py), so in a container running as root it is noise.
     from celery.exceptions import SecurityWarning
 
     warnings.simplefilter("ignore", SecurityWarning)

@@ -21,7 +21,8 @@ from prometheus_client.registry import Collector
 
 from core.errors import SettingsError
 from core.requeue import queued_by_model
-from worker.recorder import TEXT_GONE, Outcome
+from worker.recorder import TEXT_GONE
+from worker.work import Outcome
 
 log = logging.getLogger("summarize.worker")
 

@@ -15,7 +15,6 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import NamedTuple
 
@@ -34,23 +33,9 @@ from core.tables import (
     results,
     utcnow,
 )
+from worker.work import Claim, Outcome
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A document the worker took on: its text, prompt, and how many times it has been tried."""
-
-    key: str
-    content_hash: str
-    body: str
-    model: str
-    instruction: str
-    max_tokens: int
-    attempts: int
-    max_sentences: int | None = None  # a summary ends after this many sentences
-    schema: str | None = None  # the summary is JSON of this schema (submit --schema)
 
 
 class _Taken(NamedTuple):
@@ -60,27 +45,6 @@ class _Taken(NamedTuple):
     model: str
     prompt_hash: str
     content_hash: str
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What became of one document, as written to its rows: the rows' new status and figures."""
-
-    key: str
-    status: str  # "succeeded", "failed", or "queued": tried again in `retry_in_s`
-    summary: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    parts: int | None = None
-    finish_reason: str | None = None
-    repetition: float | None = None  # quality signals (core/quality.py)
-    copied: float | None = None
-    novel_numbers: int | None = None
-    compression: float | None = None
-    looped: bool | None = None
-    error: str | None = None
-    retry_in_s: float | None = None  # with status "queued": when to try again
 
 
 PROMPTS_KEPT = 10_000  # `prompts` rows a worker keeps in memory (claims read them)
@@ -103,7 +67,7 @@ class Recorder:
     ):
         self.db = db
         self.on_recorded: Callable[[list[Outcome]], None] | None = None  # worker/metrics.py
-        self.keep_texts = keep_texts  # SUMMARIZE_KEEP_TEXTS: never `forget` a text
+        self.keep_texts = keep_texts  # SUMMARIZE_KEEP_TEXTS: never drop a text
         self.lease_s = lease_s  # how long a claim holds a row unless renewed
         self.worker = worker or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self._retry = retrying(retry_s)
@@ -137,13 +101,13 @@ class Recorder:
                 .values(lease_until=until)
             )
 
-    def forget(self, hashes: list[str]) -> int:
+    def drop_texts(self, hashes: list[str]) -> int:
         """Drop the texts of these documents that no row needs any more (core/retention.py)."""
         if self.keep_texts or not hashes:
             return 0
-        return self._retry(self._forget)(hashes)
+        return self._retry(self._drop_texts)(hashes)
 
-    def _forget(self, hashes: list[str]) -> int:
+    def _drop_texts(self, hashes: list[str]) -> int:
         with self._transaction() as conn:
             return drop_texts(conn, hashes)
 

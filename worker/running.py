@@ -10,7 +10,7 @@ import itertools
 
 from worker.engine import Engine, Finished
 from worker.parts import Request, Work
-from worker.recorder import Claim
+from worker.work import Claim
 
 
 class Running:
@@ -71,8 +71,8 @@ class Running:
     def claim(self, key: str) -> Claim | None:
         return self._claims.get(key)
 
-    def forget(self, key: str) -> None:
-        """The document's rows are written (or it went back to the queue)."""
+    def discard(self, key: str) -> None:
+        """Let go of a claim: the document's rows are written (or it went back to the queue)."""
         self._claims.pop(key, None)
 
     def unfinished(self) -> dict[str, Work]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 import sqlalchemy as sa
 
-from core import broker, database, queue, requeue
+from core import broker, database, messages, presence, redis_state, requeue
 from core.model import resolve as resolve_model
 from core.settings import Settings
 from worker import echo, logs, runtime
@@ -38,13 +38,13 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
     logs.configure(loglevel)
     profile = settings.profile
     in_flight = settings.in_flight or 2 * profile.max_num_seqs
-    messages = max(2, -(-in_flight // settings.chunk_size))  # chunks held at once
+    held = max(2, -(-in_flight // settings.chunk_size))  # chunks held at once
     log.info(
         "profile %s: %s; in flight %d documents, %d messages of up to %d (%s)",
         profile.name,
         ", ".join(f"{k}={v}" for k, v in profile.knobs().items() if k != "name"),
         in_flight,
-        messages,
+        held,
         settings.chunk_size,
         profile.use_when,
     )
@@ -53,7 +53,7 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
     ):  # says how to fetch the model when it is missing
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder needs no hub
     with broker.session(settings) as client:
-        home = queue.home(settings)  # this model's queue: only its documents come here
+        home = messages.home(settings)  # this model's queue: only its documents come here
         log.info("queue %r on %s", home, broker.describe(settings))
         live = None
         if settings.metrics_port is not None:  # the port first: a busy one fails in a second
@@ -78,9 +78,9 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         leases = Leases(
             broker.connect(settings),
             lambda: drain.held | _scheduled_tags(),
-            min(settings.visibility_timeout_s / 4, queue.HEARTBEAT_S),
+            min(settings.visibility_timeout_s / 4, presence.HEARTBEAT_S),
             rows=lambda: drain.recorder.renew(drain.claimed),
-            beat=lambda client: queue.heartbeat(client, settings, name, since),
+            beat=lambda client: presence.heartbeat(client, settings, name, since),
         )
         leases.start()
         stop = threading.Event()
@@ -90,7 +90,7 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         sweeper.start()
         worker = app.Worker(
             pool="threads",
-            concurrency=messages,
+            concurrency=held,
             queues=[home],
             loglevel=loglevel,
             hostname=name,
@@ -105,7 +105,7 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
             watcher.start()
         worker.start()
         stop.set()
-        leases.stop(farewell=lambda client: queue.gone(client, settings, name))
+        leases.stop(farewell=lambda client: presence.gone(client, settings, name))
         drain.stop()
         log.info("stopped: %d documents admitted, %d written", drain.admitted, drain.recorded)
         return _exit_status(worker.exitcode or 0, stopping.is_set(), drain)
@@ -179,7 +179,7 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
         time.sleep(0.5)
         try:
             # Unacknowledged messages are in a worker's hands, or come back when it died.
-            queued = queue.messages_in_redis(client, queue.home(settings))
+            queued = redis_state.messages_in_redis(client, messages.home(settings))
         except (redis.RedisError, OSError):
             idle_since = None
             continue

@@ -15,11 +15,11 @@ from celery.exceptions import Reject
 from celery.signals import worker_init
 from celery.worker.request import Request
 
-from core import queue
+from core import messages
 from worker import runtime
 from worker.app import app
-from worker.recorder import Outcome
 from worker.tickets import Signal
+from worker.work import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class ChunkRequest(Request):
 
 
 @app.task(
-    name=queue.TASK_NAME,
+    name=messages.TASK_NAME,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
@@ -69,8 +69,8 @@ class ChunkRequest(Request):
 )
 def summarize_chunk(self, keys: object = None, **unknown: object) -> dict[str, int]:
     try:
-        wanted = queue.unpack(keys)
-    except queue.BadMessage as exc:  # acknowledged and dropped: it can never succeed
+        wanted = messages.unpack(keys)
+    except messages.BadMessage as exc:  # acknowledged and dropped: it can never succeed
         log.error("rejected message %s: %s", self.request.id, exc)
         return {"rejected": 1}
     # kombu's Redis transport names an unacknowledged message by this tag; the leases renew it.
@@ -82,7 +82,7 @@ def summarize_chunk(self, keys: object = None, **unknown: object) -> dict[str, i
     again = [o for o in written if o.status == "queued"]
     if again:  # failed, with attempts left: these keys back on the queue after a pause
         raise self.retry(
-            kwargs={"keys": queue.pack(o.key for o in again)},
+            kwargs={"keys": messages.pack(o.key for o in again)},
             countdown=max(o.retry_in_s or 0 for o in again),
             max_retries=None,
         )

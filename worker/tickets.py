@@ -12,7 +12,7 @@ from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from worker.recorder import Outcome
+from worker.work import Outcome
 
 
 class Signal(enum.Enum):

@@ -11,7 +11,7 @@ Texts of summarized documents are dropped (core/retention.py) when no wave
 waits, a step at a time, so dropping them never holds up a wave: with a GPU the
 database has time to spare between waves; when the database is what limits the
 worker, they are dropped once the queue runs dry, or whenever more than
-FORGET_BACKLOG wait (what the worker remembers stays bounded).
+DROP_BACKLOG wait (what the worker remembers stays bounded).
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from worker.recorder import Outcome, Recorder
+from worker.recorder import Recorder
+from worker.work import Outcome
 
 log = logging.getLogger(__name__)
 
 FLUSH_ROWS = 1024  # write at least this often, whatever the interval
-FORGET_STEP = 1000  # texts dropped in one transaction
-FORGET_BACKLOG = 50_000  # more waiting than this: drop a step even while waves wait
+DROP_STEP = 1000  # texts dropped in one transaction
+DROP_BACKLOG = 50_000  # more waiting than this: drop a step even while waves wait
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,10 @@ class Writes:
         self._report = report
         self.flush_interval_s = flush_interval_s
         self._gathered: list[Outcome] = []  # the next wave: finished, not yet handed over
-        self._gathered_texts: list[str] = []
+        self._gathered_hashes: list[str] = []
         self._first_gathered_at = 0.0
         self._waves: queue.SimpleQueue[tuple[list[Outcome], list[str]] | None] = queue.SimpleQueue()
-        self._texts: list[str] = []  # hashes of summarized documents whose texts may go
+        self._hashes_to_drop: list[str] = []  # hashes of summarized documents whose texts may go
         self._thread = threading.Thread(target=self._run, name="writes", daemon=True)
         self.pending = 0  # waves handed over and not yet reported back (the drain thread's count)
 
@@ -60,14 +61,14 @@ class Writes:
 
     # -- called from the drain thread ------------------------------------------------------
 
-    def add(self, outcome: Outcome, text: str | None = None) -> None:
-        """Gather an outcome into the next wave; `text`: the hash of a summarized document,
-        whose text may be dropped once the wave is written."""
+    def add(self, outcome: Outcome, content_hash: str | None = None) -> None:
+        """Gather an outcome into the next wave; `content_hash`: that of a summarized
+        document, whose text may be dropped once the wave is written."""
         if not self._gathered:
             self._first_gathered_at = time.monotonic()
         self._gathered.append(outcome)
-        if text is not None:
-            self._gathered_texts.append(text)
+        if content_hash is not None:
+            self._gathered_hashes.append(content_hash)
 
     def due(self, hurry: bool) -> bool:
         """Whether to hand the gathered wave over now: one wave written and one waiting at
@@ -85,8 +86,8 @@ class Writes:
     def flush(self) -> None:
         """Hand the gathered wave to the writes thread; `report` gets it back once committed."""
         if self._gathered:
-            wave, texts = self._gathered, self._gathered_texts
-            self._gathered, self._gathered_texts = [], []
+            wave, texts = self._gathered, self._gathered_hashes
+            self._gathered, self._gathered_hashes = [], []
             self.pending += 1
             self._waves.put((wave, texts))
 
@@ -94,7 +95,7 @@ class Writes:
     def gathered(self) -> bool:
         return bool(self._gathered)
 
-    def reported(self, written: Written) -> None:
+    def reported(self) -> None:
         """The drain thread took a report back."""
         self.pending -= 1
 
@@ -105,9 +106,9 @@ class Writes:
     def _run(self) -> None:
         while True:
             try:
-                item = self._waves.get(block=not self._texts)
+                item = self._waves.get(block=not self._hashes_to_drop)
             except queue.Empty:  # nothing to write: drop a step of texts, then look again
-                self._forget()
+                self._drop_texts()
                 continue
             if item is None:
                 break
@@ -118,16 +119,19 @@ class Writes:
                 self._report(Written(wave, exc))
                 continue
             if not self._recorder.keep_texts:  # SUMMARIZE_KEEP_TEXTS: nothing to drop
-                self._texts += texts
+                self._hashes_to_drop += texts
             self._report(Written(wave))
-            if len(self._texts) > FORGET_BACKLOG:
-                self._forget()
-        while self._texts:
-            self._forget()
+            if len(self._hashes_to_drop) > DROP_BACKLOG:
+                self._drop_texts()
+        while self._hashes_to_drop:
+            self._drop_texts()
 
-    def _forget(self) -> None:
-        step, self._texts = self._texts[:FORGET_STEP], self._texts[FORGET_STEP:]
+    def _drop_texts(self) -> None:
+        step, self._hashes_to_drop = (
+            self._hashes_to_drop[:DROP_STEP],
+            self._hashes_to_drop[DROP_STEP:],
+        )
         try:
-            self._recorder.forget(step)
+            self._recorder.drop_texts(step)
         except Exception as exc:  # noqa: BLE001 - the texts stay; `summarize purge` removes them
             log.warning("could not drop %d document texts (they stay): %s", len(step), exc)

@@ -1,0 +1,333 @@
+"""`summarize submit`: queue the documents under some paths, and wait for them if asked.
+
+The options are parsed and checked here, the files read and queued by jobs/submit.py;
+its report and, with --wait, the batch's progress are printed here.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from core import errors
+from core.errors import SummarizeError
+from core.settings import MAX_SUMMARY_TOKENS, Settings
+from readers.terminal import printable, say
+from summarize.options import DAY_S, Seconds, Whole
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option(
+    "--batch", "batch_name", metavar="NAME", help="Batch name (default: folder-date-time)."
+)
+@click.option("--wait", is_flag=True, help="Wait until every document is summarized or failed.")
+@click.option(
+    "--timeout",
+    type=Seconds(31 * DAY_S),
+    metavar="SECONDS",
+    help="With --wait: give up waiting after this long (exit status 4).",
+)
+@click.option(
+    "--follow-links",
+    is_flag=True,
+    help="Follow symlinks that lead outside the folders given (by default they are refused).",
+)
+@click.option(
+    "--text-field",
+    multiple=True,
+    metavar="[FILE=]NAME",
+    help="In .jsonl and .csv files: the field holding each record's text (default text); "
+    "repeat to try several in order; FILE=NAME for the record files named FILE.",
+)
+@click.option(
+    "--id-field",
+    multiple=True,
+    metavar="[FILE=]NAME",
+    help="In .jsonl and .csv files: the field holding each record's id (results.doc_id; "
+    "default id), as --text-field.",
+)
+@click.option(
+    "--model",
+    metavar="NAME",
+    help="This batch's model (default: SUMMARIZE_MODEL); only workers running it take it.",
+)
+@click.option(
+    "--prompt", metavar="TEXT", help="This batch's instruction (default: SUMMARIZE_PROMPT)."
+)
+@click.option(
+    "--prompt-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="This batch's instruction, from a UTF-8 text file.",
+)
+@click.option(
+    "--max-tokens",
+    type=Whole(1, MAX_SUMMARY_TOKENS),
+    metavar="N",
+    help="This batch's summary length in tokens (default: the profile's, or SUMMARIZE_MAX_TOKENS).",
+)
+@click.option(
+    "--max-sentences",
+    type=Whole(0, 1000),
+    metavar="N",
+    help="End each summary after N sentences; 0: no limit (default: 3 with the default "
+    "instruction, none with your own).",
+)
+@click.option(
+    "--schema",
+    "schema_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.json",
+    help="Summaries are JSON valid under this JSON schema (vLLM's structured outputs).",
+)
+@click.option(
+    "--expire-after",
+    metavar="DURATION",
+    help="Documents still queued this long after the batch began end as expired (24h, 90m, 7d).",
+)
+@click.option(
+    "--meta",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Attach KEY=VALUE to the batch (repeatable); `batches` and the dashboard show it.",
+)
+@click.pass_context
+def submit(
+    ctx,
+    paths: tuple[str, ...],
+    batch_name: str | None,
+    wait: bool,
+    timeout,
+    follow_links: bool,
+    text_field: tuple[str, ...],
+    id_field: tuple[str, ...],
+    model: str | None,
+    prompt: str | None,
+    prompt_file: Path | None,
+    max_tokens: int | None,
+    max_sentences: int | None,
+    meta: tuple[str, ...],
+    schema_file: Path | None,
+    expire_after: str | None,
+) -> None:
+    """Queue the documents under PATHS for summarizing.
+
+    Folders are walked recursively for .txt, .md, .html, .pdf and .docx files
+    (each a document) and .jsonl and .csv files (each record a document; an
+    OpenAI Batch input file is recognised by its custom_id lines). A document
+    summarized before with the same model and prompt is answered from that
+    summary instead of being queued again. With --wait, the exit status tells
+    cron how it went: 0 every document succeeded, 3 some failed, 4 the timeout
+    passed, 5 Redis or the database was unreachable.
+
+    \b
+    Example:
+      summarize submit corpus/ --batch nightly-2026-11-29 --wait
+      summarize submit tickets.csv --text-field body --id-field ticket
+      summarize submit exports/ --text-field tickets.csv=body --text-field text
+      summarize submit requests.jsonl --batch from-openai      # OpenAI Batch input
+      summarize submit papers/ --prompt "List the key points as bullets." \\
+          --max-tokens 200 --meta team=research --meta source=arxiv
+      summarize submit papers/ --prompt-file prompts/abstract.txt --max-sentences 2
+      summarize submit papers/ --schema samples/schemas/paper.json --max-tokens 256
+      summarize submit contracts/ --model Qwen/Qwen2.5-1.5B-Instruct   # its workers only
+      summarize submit tickets.jsonl --expire-after 24h   # like the hosted batch APIs
+    """
+    from core import broker, database
+    from core.settings import read_prompt_file
+    from jobs import batches, prompts
+    from jobs import submit as submitting
+    from jobs.fields import FieldChoice
+
+    _stop_cleanly_on_sigterm()
+    if prompt is not None and prompt_file is not None:
+        raise click.UsageError("--prompt and --prompt-file both given: use one of them.")
+    if prompt is not None and not prompt.strip():
+        raise click.BadParameter("it is empty: write an instruction.", param_hint="'--prompt'")
+    if batch_name is not None and not batch_name.strip():
+        raise click.BadParameter(
+            "it is empty: name the batch, or leave --batch out for a name made of the folder's "
+            "and the time",
+            param_hint="'--batch'",
+        )
+    if timeout is not None and not wait:
+        raise click.UsageError("--timeout is how long --wait waits: give --wait too.")
+    if prompt_file is not None:
+        prompt = read_prompt_file(prompt_file, "--prompt-file")
+    settings = Settings.for_command(ctx).with_changes(
+        model=model.strip() if model and model.strip() else None,
+        instruction=prompt.strip() if prompt else None,
+        max_tokens=max_tokens,
+        max_sentences=max_sentences,
+    )
+    try:
+        _ = settings.profile  # a length the profile cannot hold is refused here, with the fix
+    except errors.SettingsError as exc:
+        if max_tokens is None:
+            raise
+        raise errors.SettingsError(
+            str(exc).replace("SUMMARIZE_MAX_TOKENS", "--max-tokens")
+        ) from None
+    try:
+        fields = FieldChoice.parse(text_field, id_field)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    schema = prompts.read_schema(schema_file) if schema_file is not None else None
+    try:
+        expire_after_s = batches.duration_s(expire_after) if expire_after else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--expire-after") from None
+    name = batch_name or batches.default_batch_name(paths)
+    db = database.ready(settings)
+    with broker.session(settings) as client:
+        total = submitting.count_documents(paths, follow_links)
+        with click.progressbar(
+            length=total,
+            label=f"Submitting {name}",
+            file=sys.stderr,
+            show_pos=True,
+            show_eta=False,
+            update_min_steps=max(1, total // 1000),  # a million records draw a thousand times
+        ) as bar:
+            report = submitting.submit(
+                settings,
+                db,
+                client,
+                paths,
+                name,
+                lambda: bar.update(1),
+                follow_links,
+                fields=fields,
+                meta=_pairs(meta),
+                schema=schema,
+                expire_after_s=expire_after_s,
+            )
+            _finish(bar, report.documents)
+        _print_report(report, settings)
+        if report.nothing_usable:
+            raise SummarizeError(
+                f"No path given could be used ({_shown(report.examples[0])}): check the "
+                "paths; nothing was queued."
+            )
+        if wait:
+            final = _wait(settings, db, client, name, timeout, report.documents)
+            _print_progress(final)
+            if not final.done:
+                ctx.exit(errors.EXIT_DEADLINE)
+            if not final.all_succeeded:
+                ctx.exit(errors.EXIT_DOCUMENTS_FAILED)
+
+
+def _stop_cleanly_on_sigterm() -> None:
+    """SIGTERM (a cron job's timeout, systemd) ends submit as Ctrl-C does: what it started
+    (the embedded Redis, extraction processes) is stopped on the way out."""
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _finish(bar, documents: int) -> None:
+    """End the bar at the documents read: the count before reading was an estimate."""
+    bar.length, bar.update_min_steps = max(documents, 1), 1
+    bar.update(0)
+    bar.render_progress()
+
+
+def _pairs(given: tuple[str, ...]) -> dict[str, str]:
+    """--meta KEY=VALUE options as a dict; a KEY given twice is refused."""
+    pairs = {}
+    for pair in given:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--meta")
+        if key.strip() in pairs:
+            raise click.BadParameter(
+                f"{key.strip()!r} is given twice ({pairs[key.strip()]!r} and {value!r}): keep one",
+                param_hint="--meta",
+            )
+        pairs[key.strip()] = value
+    return pairs
+
+
+def _wait(settings: Settings, db, client, name: str, timeout, expected: int):
+    """Wait for the batch with a progress bar, putting back documents whose message was lost."""
+    from core.requeue import REQUEUE_EVERY_S, sweep
+    from readers import progress
+
+    def requeue():
+        try:
+            sweep(db, client, settings, batch=name, older_than_s=REQUEUE_EVERY_S)
+        except Exception as exc:  # noqa: BLE001 - Redis may be restarting: next time
+            say(f"Could not look for stranded documents: {exc}", err=True)
+
+    _say_if_unserved(settings, client, "waiting for one")
+    with click.progressbar(
+        length=max(expected, 1), label=f"Summarizing {name}", file=sys.stderr, show_pos=True
+    ) as bar:
+
+        def show(now):
+            bar.length = max(now.total, 1)
+            bar.update(now.finished - bar.pos)
+
+        final = progress.wait(db, name, deadline_s=timeout, on_progress=show, requeue=requeue)
+    if not final.done:
+        _say_if_unserved(settings, client, "none came before the timeout")
+    return final
+
+
+def _say_if_unserved(settings: Settings, client, then: str) -> None:
+    """Say so when no live worker serves the batch's model: the first thing a new user
+    forgets is to start one."""
+    from core import presence
+    from readers.status import serving
+
+    try:
+        live = presence.live_workers(client, settings.queue)
+    except Exception:  # noqa: BLE001 - Redis is restarting: the wait goes on regardless
+        return
+    model = settings.model_name
+    if not serving(live).get(model):
+        start = (
+            f"SUMMARIZE_MODEL={model} summarize worker" if settings.model else "summarize worker"
+        )
+        say(f"No live worker serves model {model!r}: start one with `{start}`; {then}.", err=True)
+
+
+def _print_report(report, settings: Settings) -> None:
+    from core import database
+
+    lines = [
+        f"Batch {report.batch}",
+        f"  documents found      {report.documents:>8,}",
+        f"  queued               {report.submitted:>8,}",
+        f"  deduplicated         {report.deduplicated:>8,}  (summarized or queued before, same model and prompt)",
+        f"  already in batch     {report.already_in_batch:>8,}",
+        f"  read now, not before {report.replaced:>8,}  (their earlier failed rows replaced)",
+        f"  skipped              {report.skipped:>8,}  (not a kind summarize reads)",
+        f"  failed to read       {report.unreadable:>8,}",
+    ]
+    if report.problems:
+        lines.append(f"  paths not usable     {report.problems:>8,}")
+    for example in report.examples:
+        lines.append(f"    {_shown(example)}")
+    hidden = report.unreadable + report.problems - len(report.examples)
+    if hidden > 0:
+        lines.append(f"    … and {hidden:,} more: see `summarize status {report.batch}`")
+    lines.append(f"Results go to the `results` table of {database.describe(settings)}.")
+    say("\n".join(lines))
+
+
+def _shown(example: tuple[str, str]) -> str:
+    path, problem = example
+    return printable(f"{path!r}: {problem}")
+
+
+def _print_progress(progress) -> None:
+    parts = ", ".join(f"{count:,} {status}" for status, count in sorted(progress.by_status.items()))
+    say(f"{progress.finished:,} of {progress.total:,} finished: {parts or 'no documents'}")
