@@ -1,6 +1,6 @@
 """Files made to hurt a reader, built byte by byte: each is a way a night's corpus has been
 seen to stop a submit (a crash, a bomb, a file that takes hours). The tests and
-`scripts/bench.py --modes hostile` put them beside good documents."""
+`python scripts/bench --modes hostile` put them beside good documents."""
 
 from __future__ import annotations
 

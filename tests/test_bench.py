@@ -1,12 +1,6 @@
 """The benchmark's ratio line: one run of each mode, or several in turn."""
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
-spec = importlib.util.spec_from_file_location("bench", SCRIPT)
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+from scripts.bench import runner as bench
 
 
 def run(mode: str, docs: int, seconds: float) -> dict:

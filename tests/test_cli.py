@@ -44,7 +44,7 @@ def test_a_bad_setting_is_an_error_line_not_a_traceback(tmp_path):
 
 
 def test_the_producer_side_imports_neither_vllm_nor_torch_nor_celery():
-    """What keeps `submit` and `status` quick to start (bench.py --modes startup times it)."""
+    """What keeps `submit` and `status` quick to start (`python scripts/bench --modes startup` times it)."""
     code = "import sys, summarize.cli, jobs.submit, readers.status; print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'torch', 'celery')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
