@@ -55,3 +55,58 @@ def test_nothing_outside_the_worker_imports_vllm_or_torch_when_imported():
         if {"vllm", "torch"} & imported(path, inside_functions=False)
     ]
     assert importers == []
+
+
+LONGEST_MODULE_LINES = 400  # a module read in one sitting; past it, it asks to be split
+
+
+def test_no_module_is_longer_than_one_sitting():
+    folders = [*sorted(MAY_IMPORT.keys() - {"migrations"}), "scripts"]
+    longer = {
+        str(path.relative_to(ROOT)): lines
+        for folder in folders
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > LONGEST_MODULE_LINES
+    }
+    assert longer == {}
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports_at_top(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ours a file imports when it is imported (not inside its functions)."""
+    found = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        found |= {name for name in names if name in modules}
+    return found
+
+
+def test_no_module_imports_itself_round_a_circle():
+    paths = [p for folder in sorted(OURS) for p in sorted((ROOT / folder).rglob("*.py"))]
+    modules = {_module_of(p) for p in paths}
+    graph = {_module_of(p): _imports_at_top(p, modules) - {_module_of(p)} for p in paths}
+    circles, done, path = [], set(), []
+
+    def visit(module: str) -> None:
+        if module in path:
+            circles.append(path[path.index(module) :] + [module])
+            return
+        if module in done:
+            return
+        path.append(module)
+        for other in sorted(graph.get(module, ())):
+            visit(other)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
+    assert circles == []
