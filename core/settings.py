@@ -278,7 +278,7 @@ class Settings:
         """Documents one queue message carries: SUMMARIZE_CHUNK_DOCS, or as many as the
         profile's engine runs at once (256 for throughput), so a worker's two messages fill
         its `in_flight` window. Each message's trip through Celery costs the worker more than
-        its documents' writes do (the README's ceiling figures), so larger is faster."""
+        its documents' writes do (the ceiling figures in docs/performance.md), so larger is faster."""
         return self.chunk_docs or min(self.profile.max_num_seqs, MAX_CHUNK_DOCS)
 
     @property

@@ -1,7 +1,8 @@
 """The schema every part shares. `results` is a contract: dashboards read it directly.
 
-Change a table only through a migration under `migrations/versions/`, and keep
-the README's column list in step.
+Change a table only through a migration under `migrations/versions/`, and keep the
+column lists of docs/results.md and docs/dashboards.md in step (tests/test_migrations.py
+holds them to it).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Which decoding ends summaries well: the comparison behind the README's decoding table.
+"""Which decoding ends summaries well: the comparison behind docs/performance.md's decoding table.
 
     python scripts/decoding.py                   # every variant
     python scripts/decoding.py greedy sentences  # just these

@@ -131,7 +131,7 @@ def test_on_a_cpu_without_bfloat16_arithmetic_the_model_runs_in_float32():
     sapphire_rapids = "flags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
     graviton3 = "Features\t: fp asimd sve bf16 i8mm\n"
 
-    assert engine_dtype("auto", True, epyc) == "float32"  # bfloat16 emulated there (README)
+    assert engine_dtype("auto", True, epyc) == "float32"  # bfloat16 emulated (performance.md)
     assert engine_dtype("auto", True, sapphire_rapids) == "auto"  # the model's own, bfloat16
     assert engine_dtype("auto", True, graviton3) == "auto"
     assert engine_dtype("bfloat16", True, epyc) == "bfloat16"  # SUMMARIZE_DTYPE decides

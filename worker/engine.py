@@ -81,7 +81,7 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 def engine_dtype(asked: str, cpu: bool, cpuinfo: str | None = None) -> str:
     """The dtype to run the model in: `asked` (SUMMARIZE_DTYPE), except that "auto" on vLLM's
     CPU build is float32 where the CPU has no bfloat16 arithmetic and emulates it, several
-    times slower (README, "bfloat16 on the CPU"). The model's own dtype stays "auto"."""
+    times slower (docs/performance.md, "bfloat16 on the CPU"). The model's own dtype stays "auto"."""
     if asked != "auto" or not cpu:
         return asked
     if cpuinfo is None:

@@ -9,7 +9,7 @@
   output holds it, as vLLM's own `frequency_penalty` does, last, as vLLM applies its own
   after logits processors. Here it costs the requests that ask for it: vLLM's counts every
   token of every request in the running batch each step once any request asks (measured in
-  the README's "Throughput": hundreds of milliseconds a step at 256 requests).
+  docs/performance.md: hundreds of milliseconds a step at 256 requests).
 
 The engine builds one in its own process (`LLM(logits_processors=[...])`, by name:
 worker/engine.py); it reads each token's text from the model's tokenizer once, when it
