@@ -109,8 +109,8 @@ def existing(settings: Settings) -> sa.Engine:
 def vacuum_rollups(db: sa.Engine) -> None:
     """PostgreSQL: VACUUM the rollup tables. Each statement that changes rows updates their
     rollup rows and leaves the old versions behind; without autovacuum (off, or behind) they
-    grew to 547 MB for 50 batches in the 5,000,000-row readers bench, and every reader read
-    them all (`/api/overview` 1.1 s; 17 ms after a VACUUM). Done often, it takes milliseconds.
+    grow with every batch, and every reader reads them all (docs/performance.md says how
+    much). Done often, it takes milliseconds.
     It only keeps readers fast: a failure is a warning (a role that does not own the tables
     gets one from the server)."""
     if db.dialect.name != "postgresql":
@@ -126,7 +126,7 @@ def refresh_statistics(db: sa.Engine) -> None:
     """PostgreSQL: ANALYZE the tables a submit grows. Without statistics (autovacuum off, or
     not round yet) the planner believes `results` holds the few pending rows it held when
     last analyzed, and the worker's claims and writes scan every pending row for their keys
-    instead of looking them up: 0.3 ms a document at 20,000 queued, growing with the queue.
+    instead of looking them up, at a cost a document that grows with the queue.
     A role that does not own the tables gets a warning from the server, not an error."""
     if db.dialect.name != "postgresql":
         return
@@ -250,8 +250,7 @@ def _migration_lock(settings: Settings) -> Iterator[None]:
 class Prepared:
     """A statement compiled once for a dialect and run through the driver: its text never
     changes, so neither SQLAlchemy nor the database makes it again (building, caching and
-    expanding a statement cost a claim of 64 documents 2.8 ms in SQLAlchemy, more than SQLite
-    took to run it)."""
+    expanding a statement cost a claim more in SQLAlchemy than SQLite took to run it)."""
 
     sql: str
     order: tuple[str, ...] | None  # the parameters' order (SQLite), or None: by name

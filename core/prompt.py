@@ -15,10 +15,9 @@ TEMPERATURE = 0.0  # greedy: the same document gives the same summary
 # A summary that loops (core/quality.py) is generated once more with a frequency penalty:
 # each token is made less likely the more often the summary has used it (vLLM's
 # frequency_penalty, applied by worker/rules.py to that request alone: vLLM's own makes every
-# request of the running batch pay for it each step). Chosen on 30 ACL papers (aclsum train
-# and validation, the README's Quality signals): greedy looped on 13, frequency_penalty 1.0
-# on 2, with ROUGE-L 0.195 -> 0.207; a repetition_penalty of 1.2 broke loops but wrote
-# nonsense (ROUGE-L 0.080).
+# request of the running batch pay for it each step). Chosen on ACL papers of aclsum's train
+# and validation splits, where it broke most loops and raised ROUGE-L; a repetition_penalty
+# broke loops too but wrote nonsense (docs/performance.md has the figures).
 LOOP_BREAKING = {"frequency_penalty": 1.0}
 # ... and may not repeat any run of this many tokens (worker/repeats.py): it cannot loop again.
 NO_REPEAT_TOKENS = 6

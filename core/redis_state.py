@@ -35,8 +35,7 @@ def messages_in_redis(client: redis.Redis, queues: str | Iterable[str]) -> int:
 
 class KeysInRedis:
     """The result keys that have a message in Redis, kept in 8 bytes a key: a sorted array of
-    each key's first 64 bits (a million queued documents: 8 MB, where a set of their hex keys
-    took 150 MB). A key whose first 64 bits equal a queued key's is taken as queued (for a
+    each key's first 64 bits (a set of their hex keys takes about twenty times more). A key whose first 64 bits equal a queued key's is taken as queued (for a
     million keys against a million, odds of about one in ten million); it is found stranded
     once the other has left Redis."""
 

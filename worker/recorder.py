@@ -281,8 +281,8 @@ _WRITTEN = {  # the columns an outcome writes, in the table's order, with their 
 def _finals_at_once(dialect: sa.Dialect) -> str:
     """PostgreSQL: UPDATE … FROM unnest(one array a column), compiled once. One statement fires
     the statement-level rollup triggers once a wave, and its text never changes, so neither
-    SQLAlchemy nor the server plans it again (a VALUES list of the wave's rows took SQLAlchemy
-    0.3 ms a row to compile). Its parameters: `key` and each `_WRITTEN` column, as lists, and
+    SQLAlchemy nor the server plans it again (a VALUES list of the wave's rows cost SQLAlchemy
+    a compilation a row). Its parameters: `key` and each `_WRITTEN` column, as lists, and
     `finished_at`."""
     arrays = [sa.cast(sa.bindparam("key"), ARRAY(sa.String(64)))]
     arrays += [sa.cast(sa.bindparam(name), ARRAY(kind)) for name, kind in _WRITTEN.items()]
