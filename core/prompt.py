@@ -1,4 +1,5 @@
-"""What makes two summaries the same: the document, the model, the instruction, the length.
+"""What makes two summaries the same: the document, the model, and the summary's spec (its
+instruction, length, sentence limit and schema).
 
 A result is reused only when all of these match; changing any of them (or the way
 prompts are laid out, PROMPT_FORMAT) makes new summaries.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
+from functools import cached_property
 
 # Bump when the prompt layout or sampling changes, so earlier results are not reused.
 PROMPT_FORMAT = 1
@@ -23,30 +26,58 @@ LOOP_BREAKING = {"frequency_penalty": 1.0}
 NO_REPEAT_TOKENS = 6
 
 
-def sampling(max_tokens: int, *, loop_breaking: bool = False, max_sentences: int | None = None):
-    """The keyword arguments of vLLM's SamplingParams for one request (extra_args are read by
-    worker/rules.py)."""
-    params: dict = {"max_tokens": max_tokens, "temperature": TEMPERATURE}
-    extra: dict = {}
-    if max_sentences:
-        extra["max_sentences"] = max_sentences
-    if loop_breaking:
-        extra |= LOOP_BREAKING
-        extra["no_repeat_ngram"] = NO_REPEAT_TOKENS
-    if extra:
-        params["extra_args"] = extra
-    return params
+@dataclass(frozen=True)
+class SummarySpec:
+    """How a document is summarized, made once at submit, stored once (a `prompts` row, named
+    by its hash) and carried whole by the claim to the engine and its logits rules."""
 
+    instruction: str
+    max_tokens: int  # the summary's length in tokens at most
+    max_sentences: int | None = None  # the summary ends after this many; None: no limit
+    schema: str | None = None  # JSON schema text: the summary is JSON of it (submit --schema)
 
-def prompt_hash(
-    instruction: str, max_tokens: int, max_sentences: int = 0, schema: str | None = None
-) -> str:
-    """A short, stable name for the instruction and sampling settings, as stored in results."""
-    identity = [PROMPT_FORMAT, instruction, max_tokens, max_sentences, TEMPERATURE]
-    identity += [LOOP_BREAKING, NO_REPEAT_TOKENS]
-    if schema is not None:  # only then: the hashes of batches without one stay as they were
-        identity.append(schema)
-    return hashlib.sha256(json.dumps(identity).encode("utf-8")).hexdigest()[:16]
+    def __post_init__(self) -> None:
+        if self.max_sentences is not None and self.max_sentences < 1:
+            raise ValueError(f"max_sentences is a count or None, not {self.max_sentences!r}")
+
+    @cached_property  # read for every document's key and row: worked out once per spec
+    def hash(self) -> str:
+        """A short, stable name for these settings, as stored in results and prompts."""
+        identity = [PROMPT_FORMAT, self.instruction, self.max_tokens, self.max_sentences or 0]
+        identity += [TEMPERATURE, LOOP_BREAKING, NO_REPEAT_TOKENS]
+        if self.schema is not None:  # only then: the hashes of batches without one stay
+            identity.append(self.schema)
+        return hashlib.sha256(json.dumps(identity).encode("utf-8")).hexdigest()[:16]
+
+    @property
+    def row(self) -> dict:
+        """As a row of `prompts`, which the worker reads a document's spec from."""
+        return {
+            "prompt_hash": self.hash,
+            "instruction": self.instruction,
+            "max_tokens": self.max_tokens,
+            "max_sentences": self.max_sentences,
+            "schema": self.schema,
+        }
+
+    @classmethod
+    def of_row(cls, row) -> SummarySpec:
+        """The spec a `prompts` row stores."""
+        return cls(row.instruction, row.max_tokens, row.max_sentences or None, row.schema)
+
+    def sampling(self, loop_breaking: bool = False) -> dict:
+        """The keyword arguments of vLLM's SamplingParams for one request (extra_args are
+        read by worker/rules.py); `loop_breaking`: with the settings that break a loop."""
+        params: dict = {"max_tokens": self.max_tokens, "temperature": TEMPERATURE}
+        extra: dict = {}
+        if self.max_sentences:
+            extra["max_sentences"] = self.max_sentences
+        if loop_breaking:
+            extra |= LOOP_BREAKING
+            extra["no_repeat_ngram"] = NO_REPEAT_TOKENS
+        if extra:
+            params["extra_args"] = extra
+        return params
 
 
 def result_key(content_hash: str, model: str, prompt: str) -> str:

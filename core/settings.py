@@ -264,14 +264,14 @@ class Settings:
             )
         return profile
 
-    def sentences_for(self, instruction: str) -> int:
-        """The sentence limit a summary under `instruction` gets (0: none). Unless
+    def sentences_for(self, instruction: str) -> int | None:
+        """The sentence limit a summary under `instruction` gets (None: none). Unless
         SUMMARIZE_MAX_SENTENCES says otherwise, the default instruction, which asks for two
         or three sentences, gets DEFAULT_SENTENCES and any other instruction none: bullet
         points or a JSON answer must not be cut after three full stops."""
         if self.max_sentences is not None:
-            return self.max_sentences
-        return DEFAULT_SENTENCES if instruction == DEFAULT_INSTRUCTION else 0
+            return self.max_sentences or None  # SUMMARIZE_MAX_SENTENCES=0: no limit
+        return DEFAULT_SENTENCES if instruction == DEFAULT_INSTRUCTION else None
 
     @property
     def chunk_size(self) -> int:

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from core import producer, retention
 from core.errors import SummarizeError
+from core.prompt import SummarySpec
 from core.settings import Settings
 from core.tables import batches, prompts, results, utcnow
-from jobs.prompts import Prompt
 
 MAX_EXPIRY_S = 366 * 86400
 DURATION = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -50,7 +50,8 @@ def default_batch_name(paths: Iterable[str]) -> str:
 def check_batch(
     db: sa.Engine,
     name: str,
-    prompt: Prompt,
+    model: str,
+    spec: SummarySpec,
     meta: dict | None = None,
     expire_after_s: float | None = None,
 ) -> dict | None:
@@ -72,18 +73,18 @@ def check_batch(
     if row is None:
         return {
             "name": name,
-            "model": prompt.model,
-            "instruction": prompt.instruction,
-            "max_tokens": prompt.max_tokens,
-            "max_sentences": prompt.max_sentences or None,
-            "prompt_hash": prompt.hash,
+            "model": model,
+            "instruction": spec.instruction,
+            "max_tokens": spec.max_tokens,
+            "max_sentences": spec.max_sentences,
+            "prompt_hash": spec.hash,
             "created_at": utcnow(),
             "metadata": _json(meta) if meta else None,
             "expires_at": utcnow() + timedelta(seconds=expire_after_s) if expire_after_s else None,
         }
-    if (row.model, row.prompt_hash) != (prompt.model, prompt.hash):
+    if (row.model, row.prompt_hash) != (model, spec.hash):
         raise SummarizeError(
-            f"Batch {name!r} was submitted with other settings: {_differences(row, prompt)}: "
+            f"Batch {name!r} was submitted with other settings: {_differences(row, model, spec)}: "
             "submit with the batch's settings, or choose another --batch name."
         )
     if meta and row.metadata != _json(meta):
@@ -94,14 +95,14 @@ def check_batch(
     return None
 
 
-def _differences(stored: sa.Row, prompt: Prompt) -> str:
+def _differences(stored: sa.Row, model: str, spec: SummarySpec) -> str:
     """What differs between a batch's settings and a submit's, each with both values."""
     pairs = (
-        ("model", stored.model, prompt.model),
-        ("instruction", stored.instruction, prompt.instruction),
-        ("summary length", stored.max_tokens, prompt.max_tokens),
-        ("sentence limit", stored.max_sentences or 0, prompt.max_sentences),
-        ("schema", stored.schema, prompt.schema),
+        ("model", stored.model, model),
+        ("instruction", stored.instruction, spec.instruction),
+        ("summary length", stored.max_tokens, spec.max_tokens),
+        ("sentence limit", stored.max_sentences, spec.max_sentences),
+        ("schema", stored.schema, spec.schema),
     )
     differ = [
         f"{what} {_shortened(then)} (now {_shortened(now)})"

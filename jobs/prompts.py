@@ -1,78 +1,47 @@
-"""The prompt a batch's documents are summarized with: the model, the instruction, the
-summary's length and sentence limit, and a JSON schema; and a schema file, checked before
+"""The spec a batch's documents are summarized with (its instruction, the summary's length
+and sentence limit, and a JSON schema), a record's own; and a schema file, checked before
 anything is queued under it."""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from functools import cached_property
 
 from core.errors import SummarizeError
 from core.files import read_named
-from core.prompt import prompt_hash
+from core.prompt import SummarySpec
 from core.settings import Settings
 from jobs.documents import Text
 
 
-@dataclass(frozen=True)
-class Prompt:
-    """What a document is summarized with: a batch's, or a record's own (an OpenAI request's
-    system message and max_tokens)."""
-
-    model: str
-    instruction: str
-    max_tokens: int
-    max_sentences: int = 0  # 0: no limit
-    schema: str | None = None  # JSON schema text (submit --schema)
-
-    @cached_property  # read for every document's key and row: worked out once per prompt
-    def hash(self) -> str:
-        return prompt_hash(self.instruction, self.max_tokens, self.max_sentences, self.schema)
-
-    @property
-    def row(self) -> dict:
-        """As a row of `prompts`, which the worker reads a row's prompt from."""
-        return {
-            "prompt_hash": self.hash,
-            "instruction": self.instruction,
-            "max_tokens": self.max_tokens,
-            "max_sentences": self.max_sentences or None,
-            "schema": self.schema,
-        }
-
-    @classmethod
-    def from_settings(cls, settings: Settings, schema: dict | None = None) -> Prompt:
-        """The batch's prompt; with a JSON schema, the instruction asks for JSON of it and no
-        sentence limit applies (a full stop inside a JSON string must not end it)."""
-        if schema is None:
-            instruction = settings.instruction
-            return cls(
-                settings.model_name,
-                instruction,
-                settings.summary_max_tokens,
-                settings.sentences_for(instruction),
-            )
-        text = json.dumps(schema, ensure_ascii=False, sort_keys=True)
-        instruction = f"{settings.instruction}\n\n{SCHEMA_NOTE}"
-        return cls(settings.model_name, instruction, settings.summary_max_tokens, 0, text)
-
-    def of(self, item: Text, settings: Settings) -> Prompt:
-        """The prompt of one document: this one, or with the record's instruction and length."""
-        if item.instruction is None and item.max_tokens is None:
-            return self
-        instruction = item.instruction or self.instruction
-        if item.instruction and self.schema:
-            instruction = f"{instruction}\n\n{SCHEMA_NOTE}"
-        own_limit = settings.sentences_for(instruction) if not self.schema else 0
-        return Prompt(
-            self.model,
-            instruction,
-            item.max_tokens or self.max_tokens,
-            own_limit if item.instruction else self.max_sentences,
-            self.schema,
+def batch_spec(settings: Settings, schema: dict | None = None) -> SummarySpec:
+    """The batch's spec; with a JSON schema, the instruction asks for JSON of it and no
+    sentence limit applies (a full stop inside a JSON string must not end it)."""
+    if schema is None:
+        instruction = settings.instruction
+        return SummarySpec(
+            instruction, settings.summary_max_tokens, settings.sentences_for(instruction)
         )
+    text = json.dumps(schema, ensure_ascii=False, sort_keys=True)
+    instruction = f"{settings.instruction}\n\n{SCHEMA_NOTE}"
+    return SummarySpec(instruction, settings.summary_max_tokens, None, text)
+
+
+def spec_of(item: Text, batch: SummarySpec, settings: Settings) -> SummarySpec:
+    """The spec of one document: the batch's, or with the record's own instruction and length
+    (an OpenAI request's system message and max_tokens)."""
+    if item.instruction is None and item.max_tokens is None:
+        return batch
+    instruction = item.instruction or batch.instruction
+    if item.instruction and batch.schema:
+        instruction = f"{instruction}\n\n{SCHEMA_NOTE}"
+    own_limit = settings.sentences_for(instruction) if not batch.schema else None
+    return SummarySpec(
+        instruction,
+        item.max_tokens or batch.max_tokens,
+        own_limit if item.instruction else batch.max_sentences,
+        batch.schema,
+    )
 
 
 # Added to a --schema batch's instruction. The grammar makes the JSON valid and spells its keys;

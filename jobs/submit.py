@@ -24,7 +24,7 @@ from core.database import (
     unavailable,
     vacuum_rollups,
 )
-from core.prompt import result_key
+from core.prompt import SummarySpec, result_key
 from core.settings import Settings
 from core.tables import (
     GENERATED_COLUMNS,
@@ -39,7 +39,7 @@ from jobs import corpus, extraction, folders, formats, records
 from jobs.batches import check_batch
 from jobs.documents import Text, Unreadable
 from jobs.fields import DEFAULT_CHOICE, FieldChoice
-from jobs.prompts import Prompt
+from jobs.prompts import batch_spec, spec_of
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,8 @@ def submit(
 
     `on_document` is called after each document read (each file, each record); with
     `schema`, every summary is JSON of that schema."""
-    prompt = Prompt.from_settings(settings, schema)
-    new_batch = check_batch(db, batch, prompt, meta, expire_after_s)
+    spec = batch_spec(settings, schema)
+    new_batch = check_batch(db, batch, settings.model_name, spec, meta, expire_after_s)
     report = SubmitReport(batch)
     chunk: list[Text | Unreadable] = []
     chunk_bytes = 0
@@ -117,12 +117,12 @@ def submit(
             chunk.append(item)
             chunk_bytes += item.weight if isinstance(item, Text) else 0
             if len(chunk) >= CHUNK_FILES or chunk_bytes >= CHUNK_BYTES:
-                _submit_chunk(settings, db, client, batch, prompt, chunk, report, new_batch)
+                _submit_chunk(settings, db, client, batch, spec, chunk, report, new_batch)
                 chunk, chunk_bytes = [], 0
                 analyze_at = _statistics(db, report, analyze_at)
             on_document()
     if chunk:
-        _submit_chunk(settings, db, client, batch, prompt, chunk, report, new_batch)
+        _submit_chunk(settings, db, client, batch, spec, chunk, report, new_batch)
         _statistics(db, report, analyze_at)
     vacuum_rollups(db)
     return report
@@ -184,7 +184,7 @@ def _submit_chunk(
     db: sa.Engine,
     client: redis.Redis,
     batch: str,
-    prompt: Prompt,
+    spec: SummarySpec,
     chunk: list[Text | Unreadable],
     report: SubmitReport,
     new_batch: dict | None,
@@ -193,18 +193,16 @@ def _submit_chunk(
     paths: list[str] = []
 
     def write(conn: sa.Connection) -> list[str]:
-        conn.execute(
-            insert_ignoring_conflicts(db, prompts).values(prompt.row | {"created_at": now})
-        )
+        conn.execute(insert_ignoring_conflicts(db, prompts).values(spec.row | {"created_at": now}))
         if new_batch is not None:  # made with its first rows; the later chunks find it
             conn.execute(insert_ignoring_conflicts(db, batches).values(new_batch))
-        rows, keys, texts, own, replaced = _plan(conn, batch, prompt, chunk, report, settings, now)
+        rows, keys, texts, own, replaced = _plan(conn, batch, spec, chunk, report, settings, now)
         if replaced:
             conn.execute(results.delete().where(results.c.id.in_(replaced)))
         if own:  # records' own prompts (OpenAI requests), for the worker to read
             conn.execute(
                 insert_ignoring_conflicts(db, prompts),
-                [p.row | {"created_at": now} for p in own.values()],
+                [s.row | {"created_at": now} for s in own.values()],
             )
         _store(conn, db, texts, now, keep_all=settings.keep_texts)
         if rows:
@@ -224,7 +222,9 @@ def _submit_chunk(
             conn.execute(batches.delete().where(batches.c.name == batch, ~sa.exists(rows)))
 
     try:
-        queued = producer.commit_then_push(settings, db, write, take_back, model=prompt.model)
+        queued = producer.commit_then_push(
+            settings, db, write, take_back, model=settings.model_name
+        )
     except sa.exc.OperationalError as exc:
         raise unavailable(settings, exc) from exc
     report.submitted += len(queued)
@@ -259,9 +259,9 @@ def _store(conn, db: sa.Engine, texts: dict[str, tuple[Text, bool]], now, keep_a
         conn.execute(insert_ignoring_conflicts(db, documents), answered)
 
 
-def _plan(conn, batch, prompt, chunk, report, settings, now):
+def _plan(conn, batch, spec, chunk, report, settings, now):
     """Decide each document's row: queued (with or without a new message), answered, or
-    failed; the prompts of its own that records brought; and the rows of files that failed
+    failed; the specs of their own that records brought; and the rows of files that failed
     to be read before and read now, which the new rows replace."""
     paths = {item.path for item in chunk}
     paths |= {item.file for item in chunk if isinstance(item, Text) and item.file}
@@ -273,16 +273,17 @@ def _plan(conn, batch, prompt, chunk, report, settings, now):
             ).where(results.c.batch == batch, results.c.source_path.in_(paths))
         )
     }
+    model = settings.model_name
     replaced: list[int] = []
     texts: dict[str, tuple[Text, bool]] = {}  # by hash: the text, and whether a row needs it
-    keyed: list[tuple[Text, str, Prompt]] = []
-    own: dict[str, Prompt] = {}
+    keyed: list[tuple[Text, str, SummarySpec]] = []
+    own: dict[str, SummarySpec] = {}
     rows: list[dict] = []
     # Every row names every column: one executemany statement inserts them all.
     base = dict.fromkeys(_ROW_COLUMNS) | {
         "batch": batch,
-        "model": prompt.model,
-        "prompt_hash": prompt.hash,
+        "model": model,
+        "prompt_hash": spec.hash,
         "attempts": 0,
         "created_at": now,
         "deduplicated": False,
@@ -309,10 +310,10 @@ def _plan(conn, batch, prompt, chunk, report, settings, now):
                 }
             )
             continue
-        mine = prompt.of(item, settings)
-        if mine is not prompt:
+        mine = spec_of(item, spec, settings)
+        if mine is not spec:
             own[mine.hash] = mine
-        keyed.append((item, result_key(item.content_hash, prompt.model, mine.hash), mine))
+        keyed.append((item, result_key(item.content_hash, model, mine.hash), mine))
     done, in_flight = _earlier_results(conn, {key for _, key, _ in keyed})
     keys_to_queue: dict[str, str] = {}
     for item, key, mine in keyed:

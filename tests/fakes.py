@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 
+from core.prompt import SummarySpec
 from worker.engine import Finished
 
 SPECIAL = {"<s>": 1, "<sep>": 2, "<e>": 3}
@@ -61,16 +62,15 @@ class FakeEngine:
         self,
         request_id: str,
         prompt_ids: list[int],
-        max_tokens: int,
+        spec: SummarySpec,
         loop_breaking: bool = False,
-        max_sentences: int | None = None,
-        schema: str | None = None,
     ) -> None:
+        max_tokens = spec.max_tokens
         if loop_breaking:
             self.loop_breaking.append(request_id)
-        self.max_sentences[request_id] = max_sentences
+        self.max_sentences[request_id] = spec.max_sentences
         self.asked.append((self.text_of(prompt_ids), max_tokens))
-        self.schemas[request_id] = schema
+        self.schemas[request_id] = spec.schema
         if self.refuse_on and self.refuse_on in self.text_of(prompt_ids).split():
             raise ValueError("the engine refused this prompt")
         if len(prompt_ids) + max_tokens > self.max_model_len:

@@ -1,7 +1,7 @@
 """Run by tests/test_engine.py in a process of its own (vLLM starts its engine core there):
 the real engine summarizes the same documents greedily three ways, and prints each one's
 tokens as JSON: plain, with vLLM's own frequency_penalty, and with the one worker/rules.py
-applies (core.prompt.sampling's loop-breaking settings, with no_repeat_ngram left out)."""
+applies (core.prompt.SummarySpec.sampling's loop-breaking settings, with no_repeat_ngram left out)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ if __name__ == "__main__":
     from vllm.inputs import TokensPrompt
 
     from core.model import resolve
-    from core.prompt import sampling
+    from core.prompt import SummarySpec
     from core.settings import Settings
     from worker.engine import VllmEngine
 
@@ -25,11 +25,12 @@ if __name__ == "__main__":
         TokensPrompt(prompt_token_ids=engine.prompt_ids(settings.instruction, text))
         for text in json.loads(sys.stdin.read())
     ]
-    ours = sampling(64, loop_breaking=True)
+    spec = SummarySpec(settings.instruction, 64)
+    ours = spec.sampling(loop_breaking=True)
     del ours["extra_args"]["no_repeat_ngram"]
     ways = {
-        "plain": SamplingParams(**sampling(64)),
-        "vllm": SamplingParams(**sampling(64), frequency_penalty=1.0),
+        "plain": SamplingParams(**spec.sampling()),
+        "vllm": SamplingParams(**spec.sampling(), frequency_penalty=1.0),
         "ours": SamplingParams(**ours),
     }
     found = {}

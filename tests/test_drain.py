@@ -232,10 +232,10 @@ def test_a_batch_submitted_without_a_sentence_limit_asks_for_none(
     assert list(engine.max_sentences.values()) == [None]
 
 
-def test_each_claim_carries_its_batchs_own_instruction_while_prompts_are_kept_and_let_go(
+def test_each_claim_carries_its_batchs_own_spec_while_specs_are_kept_and_let_go(
     settings, db, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr("worker.recorder.PROMPTS_KEPT", 2)  # a third prompt lets the kept go
+    monkeypatch.setattr("worker.recorder.PROMPTS_KEPT", 2)  # a third spec lets the kept go
     keys, said = {}, {}
     for name in ("one", "two", "three"):
         batch = settings.with_changes(instruction=f"Say it as {name} would.")
@@ -244,10 +244,10 @@ def test_each_claim_carries_its_batchs_own_instruction_while_prompts_are_kept_an
         said |= {keys[file]: f"Say it as {name} would." for file in texts}
     recorder = Recorder(db, retry_s=1)
 
-    first = recorder.claim([keys["one-a.txt"], keys["two-a.txt"]])  # two prompts kept
+    first = recorder.claim([keys["one-a.txt"], keys["two-a.txt"]])  # two specs kept
     later = recorder.claim([keys["three-a.txt"], keys["one-b.txt"]])  # a kept one, a new one
 
-    assert {k: c.instruction for k, c in (first | later).items()} == {
+    assert {k: c.spec.instruction for k, c in (first | later).items()} == {
         k: said[k] for k in (*first, *later)
     }
     assert len(first | later) == 4

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from core.prompt import SummarySpec
 from core.tables import results
 from tests.helpers import write
 from tests.stack import Worker, cli
@@ -13,7 +14,7 @@ from worker.echo import EchoEngine
 
 
 def finish(engine: EchoEngine, text: str, max_tokens: int = 50):
-    engine.add("r1", engine.prompt_ids("Summarize this.", text), max_tokens)
+    engine.add("r1", engine.prompt_ids("Summarize this.", text), SummarySpec("", max_tokens))
     (finished,) = engine.step()
     return finished
 
@@ -42,7 +43,7 @@ def test_a_first_sentence_longer_than_the_summary_is_cut_at_the_length():
 def test_a_prompt_longer_than_the_context_is_refused_like_vllm_refuses_it():
     engine = EchoEngine(max_model_len=64)
     try:
-        engine.add("r1", engine.prompt_ids("Summarize.", "word " * 60), 16)
+        engine.add("r1", engine.prompt_ids("Summarize.", "word " * 60), SummarySpec("", 16))
     except ValueError as exc:
         assert "do not fit in the 64-token context" in str(exc)
     else:

@@ -233,7 +233,7 @@ def test_submitting_into_a_batch_with_other_settings_names_them(env, db, tmp_pat
     assert (
         "Error: Batch 'b' was submitted with other settings: instruction 'List the facts.' "
         "(now 'Summarize the document below in two or three sentences. Sta…'); "
-        "summary length 128 (now 64); sentence limit 0 (now 3): submit with the batch's "
+        "summary length 128 (now 64); sentence limit none (now 3): submit with the batch's "
         "settings, or choose another --batch name." in done.output
     )
 

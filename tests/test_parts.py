@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from core.prompt import SummarySpec
 from tests.fakes import FakeEngine
 from worker.engine import Finished
 from worker.parts import MAX_LEVELS, DocumentTooLong, Work, overlap_for, split
@@ -55,7 +56,7 @@ def _finish(work: Work, engine: FakeEngine, requests, completion_tokens=4):
 def test_every_part_prompt_fits_the_context_and_the_parts_are_combined():
     engine = FakeEngine(max_model_len=100)
     ids = itertools.count()
-    work = Work("k", "summarize", 20, engine, lambda: str(next(ids)))
+    work = Work("k", SummarySpec("summarize", 20), engine, lambda: str(next(ids)))
     requests = work.start(" ".join(f"w{i}" for i in range(500)))
 
     assert len(requests) == work.parts > 5
@@ -75,7 +76,7 @@ def test_every_part_prompt_fits_the_context_and_the_parts_are_combined():
 def test_combining_that_never_shrinks_stops_after_the_bound():
     engine = FakeEngine(max_model_len=160)
     ids = itertools.count()
-    work = Work("k", "summarize", 20, engine, lambda: str(next(ids)))
+    work = Work("k", SummarySpec("summarize", 20), engine, lambda: str(next(ids)))
     requests = work.start(" ".join(f"w{i}" for i in range(500)))
     with pytest.raises(DocumentTooLong, match=f"after {MAX_LEVELS} rounds"):
         while requests:  # summaries as long as the limit allows: the text never gets shorter
@@ -84,6 +85,6 @@ def test_combining_that_never_shrinks_stops_after_the_bound():
 
 def test_an_instruction_that_leaves_no_room_for_text_is_refused_with_the_fix():
     engine = FakeEngine(max_model_len=60)
-    work = Work("k", "word " * 40, 20, engine, lambda: "1")
+    work = Work("k", SummarySpec("word " * 40, 20), engine, lambda: "1")
     with pytest.raises(DocumentTooLong, match="lower SUMMARIZE_MAX_TOKENS"):
         work.start("some text " * 50)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.prompt import NO_REPEAT_TOKENS, sampling
+from core.prompt import NO_REPEAT_TOKENS, SummarySpec
 from worker.repeats import Repeats
 
 
@@ -43,8 +43,9 @@ def test_a_loop_cannot_come_back_when_every_banned_token_is_avoided():
 
 
 def test_only_the_second_try_is_asked_not_to_repeat_and_every_try_keeps_the_limit():
-    first = sampling(128, max_sentences=3)
-    second = sampling(128, loop_breaking=True, max_sentences=3)
+    spec = SummarySpec("Summarize.", 128, max_sentences=3)
+    first = spec.sampling()
+    second = spec.sampling(loop_breaking=True)
 
     assert first == {"max_tokens": 128, "temperature": 0.0, "extra_args": {"max_sentences": 3}}
     assert "frequency_penalty" not in second  # vLLM's would cost every request of the batch
@@ -53,7 +54,7 @@ def test_only_the_second_try_is_asked_not_to_repeat_and_every_try_keeps_the_limi
         "frequency_penalty": 1.0,  # worker/rules.py applies it to this request alone
         "no_repeat_ngram": NO_REPEAT_TOKENS,
     }
-    assert "extra_args" not in sampling(64)
+    assert "extra_args" not in SummarySpec("Summarize.", 64).sampling()
 
 
 def rules_with(penalties: dict):

@@ -163,7 +163,7 @@ def test_a_batch_cannot_change_its_prompt(env, db, tmp_path):
     assert (
         "Error: Batch 'b' was submitted with other settings: instruction 'Summarize the "
         "document below in two or three sentences. Sta…' (now 'Other.'); "
-        "sentence limit 3 (now 0): submit with the batch's settings, or choose another --batch "
+        "sentence limit 3 (now none): submit with the batch's settings, or choose another --batch "
         "name." in result.output
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from core.prompt import SummarySpec
 from worker.engine import Finished
 
 MODEL = "echo"  # SUMMARIZE_MODEL that selects it, and `results.model` of its rows
@@ -55,11 +56,10 @@ class EchoEngine:
         self,
         request_id: str,
         prompt_ids: list[int],
-        max_tokens: int,
+        spec: SummarySpec,
         loop_breaking: bool = False,
-        max_sentences: int | None = None,
-        schema: str | None = None,  # not followed: the answer is the first sentence all the same
     ) -> None:
+        max_tokens = spec.max_tokens  # a sentence limit or schema changes nothing here
         if len(prompt_ids) + max_tokens > self.max_model_len:
             raise ValueError(
                 f"a prompt of {len(prompt_ids)} tokens and {max_tokens} to generate do not fit "

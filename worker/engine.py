@@ -16,7 +16,7 @@ from typing import Protocol
 
 from core.errors import EngineError
 from core.profiles import Profile, memory_share_that_fits
-from core.prompt import sampling
+from core.prompt import SummarySpec
 
 RULES = "worker.rules:SummaryRules"  # imported by the engine's own process
 
@@ -50,14 +50,12 @@ class Engine(Protocol):
         self,
         request_id: str,
         prompt_ids: list[int],
-        max_tokens: int,
+        spec: SummarySpec,
         loop_breaking: bool = False,
-        max_sentences: int | None = None,
-        schema: str | None = None,
     ) -> None:
-        """Start a request; `loop_breaking`: with the settings that break a loop
-        (core/prompt.sampling); `max_sentences`: end after this many sentences; `schema`:
-        generate JSON valid under this JSON schema (vLLM's structured outputs)."""
+        """Start a request: at most `spec.max_tokens`, ending after `spec.max_sentences`
+        sentences, JSON valid under `spec.schema` (vLLM's structured outputs); with
+        `loop_breaking`, the settings that break a loop (core/prompt.SummarySpec.sampling)."""
 
     def step(self) -> list[Finished]: ...
 
@@ -155,18 +153,16 @@ class VllmEngine:
         self,
         request_id: str,
         prompt_ids: list[int],
-        max_tokens: int,
+        spec: SummarySpec,
         loop_breaking: bool = False,
-        max_sentences: int | None = None,
-        schema: str | None = None,
     ) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
-        kwargs = sampling(max_tokens, loop_breaking=loop_breaking, max_sentences=max_sentences)
-        if schema is not None:
-            kwargs["structured_outputs"] = StructuredOutputsParams(json=json.loads(schema))
+        kwargs = spec.sampling(loop_breaking)
+        if spec.schema is not None:
+            kwargs["structured_outputs"] = StructuredOutputsParams(json=json.loads(spec.schema))
         params = SamplingParams(output_kind=RequestOutputKind.FINAL_ONLY, **kwargs)
         self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt_ids), params)
 

@@ -12,8 +12,9 @@ prompt with the settings that break loops; if it still loops, it is kept, flagge
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from core.prompt import SummarySpec
 from core.quality import loops
 from worker.engine import Engine, Finished
 
@@ -57,10 +58,8 @@ def overlap_for(window: int) -> int:
 class Request:
     request_id: str
     prompt_ids: list[int]
-    max_tokens: int
+    spec: SummarySpec  # a part's summary has the document's spec without its schema
     loop_breaking: bool = False  # with the settings that break a loop (core/prompt.py)
-    max_sentences: int | None = None  # the summary ends after this many (worker/sentences.py)
-    schema: str | None = None  # a final summary under a JSON schema (structured output)
 
 
 @dataclass
@@ -68,13 +67,10 @@ class Work:
     """A document being summarized: its pending requests and the tokens spent so far."""
 
     key: str
-    instruction: str
-    max_tokens: int
+    spec: SummarySpec  # the final summary's; parts are text (no schema)
     engine: Engine
     new_id: Callable[[], str]
     template_tokens: int | None = None  # the instruction's prompt around an empty document
-    max_sentences: int | None = None  # each summary ends after this many sentences
-    schema: str | None = None  # the final summary is JSON of this schema; parts are text
     document_tokens: int = 0
     regenerated: bool = False  # the final summary looped and was generated again
     prompt_tokens: int = 0
@@ -88,7 +84,7 @@ class Work:
     _prompts: list[list[int]] = field(default_factory=list)
 
     def start(self, body: str) -> list[Request]:
-        requests = self._plan(body, self.instruction)
+        requests = self._plan(body, self.spec.instruction)
         self.parts = len(requests)
         return requests
 
@@ -109,7 +105,7 @@ class Work:
         if self._pending:
             return []
         if len(self._texts) == 1:
-            if not self.regenerated and not self.schema and loops(finished.text):
+            if not self.regenerated and not self.spec.schema and loops(finished.text):
                 self.regenerated = True
                 return self._issue(self._prompts, loop_breaking=True)
             self.result = finished
@@ -121,10 +117,10 @@ class Work:
                 "raise SUMMARIZE_MAX_MODEL_LEN or lower SUMMARIZE_MAX_TOKENS"
             )
         combined = "\n\n".join(text or "" for text in self._texts)
-        return self._plan(combined, self.instruction + COMBINE_NOTE)
+        return self._plan(combined, self.spec.instruction + COMBINE_NOTE)
 
     def _plan(self, text: str, instruction: str) -> list[Request]:
-        limit = self.engine.max_model_len - self.max_tokens
+        limit = self.engine.max_model_len - self.spec.max_tokens
         whole = self.engine.prompt_ids(instruction, text)
         if len(whole) <= limit:
             if not self.level:
@@ -134,7 +130,7 @@ class Work:
         window = limit - overhead - PROMPT_SLACK_TOKENS
         if window < MIN_WINDOW_TOKENS:
             raise DocumentTooLong(
-                f"the instruction ({overhead} tokens) and summary length ({self.max_tokens} "
+                f"the instruction ({overhead} tokens) and summary length ({self.spec.max_tokens} "
                 f"tokens) leave no room for text in a {self.engine.max_model_len}-token context: "
                 "shorten SUMMARIZE_PROMPT, lower SUMMARIZE_MAX_TOKENS or raise "
                 "SUMMARIZE_MAX_MODEL_LEN"
@@ -154,19 +150,21 @@ class Work:
     def _overhead(self, instruction: str) -> int:
         """The prompt's tokens around an empty document (given for the document's own
         instruction; counted for the combining pass's)."""
-        if instruction == self.instruction and self.template_tokens is not None:
+        if instruction == self.spec.instruction and self.template_tokens is not None:
             return self.template_tokens
         return len(self.engine.prompt_ids(instruction, ""))
+
+    @property
+    def _part_spec(self) -> SummarySpec:
+        return replace(self.spec, schema=None) if self.spec.schema else self.spec
 
     def _issue(self, prompts: list[list[int]], loop_breaking: bool = False) -> list[Request]:
         self._texts = [None] * len(prompts)
         self._prompts = prompts
         requests = []
-        schema = self.schema if len(prompts) == 1 else None  # one prompt: the final summary
+        spec = self.spec if len(prompts) == 1 else self._part_spec  # one: the final summary
         for slot, prompt in enumerate(prompts):
-            request = Request(
-                self.new_id(), prompt, self.max_tokens, loop_breaking, self.max_sentences, schema
-            )
+            request = Request(self.new_id(), prompt, spec, loop_breaking)
             self._pending[request.request_id] = slot
             requests.append(request)
         return requests

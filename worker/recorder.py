@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from core.database import Prepared, one_of, retrying
+from core.prompt import SummarySpec
 from core.retention import drop_texts
 from core.tables import (
     GENERATED_COLUMNS,
@@ -47,7 +48,7 @@ class _Taken(NamedTuple):
     content_hash: str
 
 
-PROMPTS_KEPT = 10_000  # `prompts` rows a worker keeps in memory (claims read them)
+PROMPTS_KEPT = 10_000  # specs of `prompts` rows a worker keeps in memory (claims read them)
 
 TEXT_GONE = (
     "the document's text is no longer stored (it was dropped after an earlier summary): "
@@ -71,7 +72,7 @@ class Recorder:
         self.lease_s = lease_s  # how long a claim holds a row unless renewed
         self.worker = worker or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self._retry = retrying(retry_s)
-        self._prompts: dict[str, sa.Row] = {}  # prompt_hash -> its row (_prompts_of)
+        self._specs: dict[str, SummarySpec] = {}  # prompt_hash -> its spec (_specs_of)
         # SQLite lets one writer in at a time and makes the others poll for the lock with
         # growing sleeps; our threads (claims, writes, leases) queue here instead, each woken
         # the moment the one before commits.
@@ -161,7 +162,7 @@ class Recorder:
                 return {}
             hashes = list({t.content_hash for t in taken.values()})
             bodies = dict(reading.execute(conn, hashes=hashes).all())
-            by_hash = self._prompts_of(conn, {t.prompt_hash for t in taken.values()})
+            specs = self._specs_of(conn, {t.prompt_hash for t in taken.values()})
             gone = [key for key, t in taken.items() if bodies.get(t.content_hash) is None]
             if gone:  # only hand-written SQL gets here: a pending row keeps its text
                 conn.execute(
@@ -173,31 +174,28 @@ class Recorder:
                     del taken[key]
         claims = {}
         for key, t in taken.items():
-            prompt = by_hash[t.prompt_hash]
             claims[key] = Claim(
                 key=key,
                 content_hash=t.content_hash,
                 body=bodies[t.content_hash],
                 model=t.model,
-                instruction=prompt.instruction,
-                max_tokens=prompt.max_tokens,
-                max_sentences=prompt.max_sentences,
-                schema=prompt.schema,
+                spec=specs[t.prompt_hash],
                 attempts=t.attempts,
             )
         return claims
 
-    def _prompts_of(self, conn: sa.Connection, hashes: set[str]) -> dict[str, sa.Row]:
-        """The `prompts` rows of these hashes. A hash names its settings for good, so rows
-        read once are kept (a batch's documents share one) and only new hashes are read."""
-        unknown = hashes - self._prompts.keys()
+    def _specs_of(self, conn: sa.Connection, hashes: set[str]) -> dict[str, SummarySpec]:
+        """The specs the `prompts` rows of these hashes store. A hash names its spec for good,
+        so specs read once are kept (a batch's documents share one) and only new hashes are
+        read."""
+        unknown = hashes - self._specs.keys()
         if unknown:
-            if len(self._prompts) + len(unknown) > PROMPTS_KEPT:
-                self._prompts.clear()  # each request of an OpenAI file may bring its own
+            if len(self._specs) + len(unknown) > PROMPTS_KEPT:
+                self._specs.clear()  # each request of an OpenAI file may bring its own
                 unknown = hashes
             rows = conn.execute(sa.select(prompts).where(prompts.c.prompt_hash.in_(unknown)))
-            self._prompts.update((row.prompt_hash, row) for row in rows)
-        return self._prompts
+            self._specs.update((row.prompt_hash, SummarySpec.of_row(row)) for row in rows)
+        return self._specs
 
     def record(self, outcomes: list[Outcome]) -> None:
         """Write every outcome in one transaction (retrying a database that went away)."""

@@ -23,20 +23,12 @@ class Running:
 
     def work(self, claim: Claim) -> Work:
         """A document's way through the engine; `start` its first requests."""
-        template = self._templates.get(claim.instruction)
+        instruction = claim.spec.instruction
+        template = self._templates.get(instruction)
         if template is None:
-            template = len(self.engine.prompt_ids(claim.instruction, ""))
-            self._templates[claim.instruction] = template
-        return Work(
-            claim.key,
-            claim.instruction,
-            claim.max_tokens,
-            self.engine,
-            self._new_id,
-            template_tokens=template,
-            max_sentences=claim.max_sentences,
-            schema=claim.schema,
-        )
+            template = len(self.engine.prompt_ids(instruction, ""))
+            self._templates[instruction] = template
+        return Work(claim.key, claim.spec, self.engine, self._new_id, template_tokens=template)
 
     def _new_id(self) -> str:
         return f"r{next(self._ids)}"
@@ -49,12 +41,7 @@ class Running:
         for request in requests:
             self._work[request.request_id] = work
             self.engine.add(
-                request.request_id,
-                request.prompt_ids,
-                request.max_tokens,
-                loop_breaking=request.loop_breaking,
-                max_sentences=request.max_sentences,
-                schema=request.schema,
+                request.request_id, request.prompt_ids, request.spec, request.loop_breaking
             )
 
     def finished(self, finished: Finished) -> Work | None:

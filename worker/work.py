@@ -5,20 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.prompt import SummarySpec
+
 
 @dataclass(frozen=True)
 class Claim:
-    """A document the worker took on: its text, prompt, and how many times it has been tried."""
+    """A document the worker took on: its text, how to summarize it, and how many times it
+    has been tried."""
 
     key: str
     content_hash: str
     body: str
     model: str
-    instruction: str
-    max_tokens: int
+    spec: SummarySpec
     attempts: int
-    max_sentences: int | None = None  # a summary ends after this many sentences
-    schema: str | None = None  # the summary is JSON of this schema (submit --schema)
 
 
 @dataclass(frozen=True)

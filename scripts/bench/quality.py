@@ -61,7 +61,7 @@ def run_quality_raw(args) -> dict:
     from vllm.inputs import TokensPrompt
 
     from core.model import resolve
-    from core.prompt import sampling
+    from core.prompt import SummarySpec
     from core.quality import loops
     from core.settings import Settings
     from worker.engine import VllmEngine
@@ -80,19 +80,14 @@ def run_quality_raw(args) -> dict:
 
     def decoded(sentences: int | None, again: bool) -> list[tuple[str, str]]:
         """Each paper's summary and finish reason: greedy, then (again) loops generated again."""
-        first = engine.llm.generate(
-            prompts,
-            SamplingParams(**sampling(args.max_tokens, max_sentences=sentences)),
-            use_tqdm=False,
-        )
+        spec = SummarySpec(settings.instruction, args.max_tokens, sentences)
+        first = engine.llm.generate(prompts, SamplingParams(**spec.sampling()), use_tqdm=False)
         answers = [(o.outputs[0].text, o.outputs[0].finish_reason) for o in first]
         looping = [i for i, (text, _) in enumerate(answers) if again and loops(text)]
         if looping:
             second = engine.llm.generate(
                 [prompts[i] for i in looping],
-                SamplingParams(
-                    **sampling(args.max_tokens, loop_breaking=True, max_sentences=sentences)
-                ),
+                SamplingParams(**spec.sampling(loop_breaking=True)),
                 use_tqdm=False,
             )
             for i, o in zip(looping, second, strict=True):
@@ -102,7 +97,7 @@ def run_quality_raw(args) -> dict:
     stages = {
         "greedy": decoded(None, again=False),
         "again": decoded(None, again=True),
-        "limited": decoded(settings.max_sentences, again=True),
+        "limited": decoded(settings.sentences_for(settings.instruction), again=True),
     }
     engine.close()
     return {"mode": "quality-raw", "names": [p["name"] for p in found], **stages}

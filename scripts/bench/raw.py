@@ -16,7 +16,7 @@ def run(args) -> dict:
     from vllm.inputs import TokensPrompt
 
     from core.model import resolve
-    from core.prompt import sampling
+    from core.prompt import SummarySpec
     from core.quality import loops
     from core.settings import Settings
     from worker.engine import VllmEngine
@@ -33,9 +33,10 @@ def run(args) -> dict:
         raise SystemExit(
             "raw mode needs documents that fit the context: raise SUMMARIZE_MAX_MODEL_LEN"
         )
-    params = SamplingParams(
-        **sampling(args.max_tokens, max_sentences=settings.sentences_for(settings.instruction))
+    spec = SummarySpec(
+        settings.instruction, args.max_tokens, settings.sentences_for(settings.instruction)
     )
+    params = SamplingParams(**spec.sampling())
     warm = [engine.prompt_ids(settings.instruction, d) for d in documents(SAMPLES, None)]
     engine.llm.generate([TokensPrompt(prompt_token_ids=p) for p in warm], params, use_tqdm=False)
     started = time.perf_counter()
@@ -48,13 +49,7 @@ def run(args) -> dict:
     if looped:
         again = engine.llm.generate(
             [TokensPrompt(prompt_token_ids=p) for p in looped],
-            SamplingParams(
-                **sampling(
-                    args.max_tokens,
-                    loop_breaking=True,
-                    max_sentences=settings.sentences_for(settings.instruction),
-                )
-            ),
+            SamplingParams(**spec.sampling(loop_breaking=True)),
             use_tqdm=False,
         )
     seconds = time.perf_counter() - started
