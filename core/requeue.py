@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from core import messages, producer, redis_state, retention
 from core.settings import Settings
-from core.tables import batch_rollups, batches, is_pending, lease_lapsed, results, utcnow
+from core.tables import Status, batch_rollups, batches, is_pending, lease_lapsed, results, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def expire_overdue(db: sa.Engine, *, keep_texts: bool = False) -> int:
         ended = retention.end_queued(
             conn,
             results.c.batch.in_(names),
-            status="expired",
+            status=Status.EXPIRED,
             error=EXPIRED,
             keep_texts=keep_texts,
         )
@@ -137,7 +137,7 @@ def requeue_stranded(
     now = utcnow()
     cutoff = now - timedelta(seconds=older_than_s)
     # a row a live worker holds under its lease is not stranded
-    unheld = sa.or_(results.c.status == "queued", lease_lapsed(now))
+    unheld = sa.or_(results.c.status == Status.QUEUED, lease_lapsed(now))
     query = (
         sa.select(results.c.result_key, results.c.model, sa.func.count())
         .where(is_pending, unheld, results.c.created_at < cutoff)
@@ -180,8 +180,8 @@ def _waiting_again(keys: list[str], unheld) -> Callable[[sa.Connection], list[st
         """A running row whose message is gone is waiting again."""
         conn.execute(
             results.update()
-            .where(results.c.result_key.in_(keys), results.c.status == "running", unheld)
-            .values(status="queued", claimed_by=None, lease_until=None)
+            .where(results.c.result_key.in_(keys), results.c.status == Status.RUNNING, unheld)
+            .values(status=Status.QUEUED, claimed_by=None, lease_until=None)
         )
         return keys
 

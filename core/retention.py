@@ -24,6 +24,7 @@ from core.tables import (
     FINAL,
     DailyRollup,
     DurationCount,
+    Status,
     batch_rollups,
     batches,
     documents,
@@ -31,7 +32,7 @@ from core.tables import (
     utcnow,
 )
 
-NEEDS_TEXT = ("queued", "running", "failed")
+NEEDS_TEXT = (Status.QUEUED, Status.RUNNING, Status.FAILED)
 PURGE_STEP = 5000  # rows deleted in one transaction
 
 _needs_text = results.c.status.in_([sa.literal_column(f"'{s}'") for s in NEEDS_TEXT])
@@ -49,7 +50,7 @@ def end_queued(
     now = utcnow()
     ended = conn.execute(
         results.update()
-        .where(rows, results.c.status == "queued")
+        .where(rows, results.c.status == Status.QUEUED)
         .values(status=status, finished_at=now, error=error)
     ).rowcount
     if ended and not keep_texts:

@@ -38,9 +38,21 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
-PENDING = ("queued", "running")
-FINAL = ("succeeded", "failed", "cancelled", "expired")  # expired: --expire-after passed (0009)
+
+class Status:
+    """A row's status (`results.status`), named here and nowhere else."""
+
+    QUEUED = "queued"  # waiting for a worker (again, after a failed attempt with attempts left)
+    RUNNING = "running"  # claimed by a worker, under its lease
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # summarize cancel
+    EXPIRED = "expired"  # its batch's --expire-after passed first (migration 0009)
+
+
+PENDING = (Status.QUEUED, Status.RUNNING)
+FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.EXPIRED)
+STATUSES = PENDING + FINAL
 
 
 # What one generation fills in a row: the worker writes them, and submit copies them to each
@@ -174,7 +186,7 @@ class Result(Base):
         String(64), ForeignKey("documents.content_hash"), nullable=True
     )
     result_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=Status.QUEUED)
     summary: Mapped[str | None] = mapped_column(Text, nullable=True)
     prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     completion_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)

@@ -17,7 +17,7 @@ from core import producer, retention
 from core.errors import SummarizeError
 from core.prompt import SummarySpec
 from core.settings import Settings
-from core.tables import batches, prompts, results, utcnow
+from core.tables import Status, batches, prompts, results, utcnow
 
 MAX_EXPIRY_S = 366 * 86400
 DURATION = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -135,7 +135,7 @@ class Retried:
 
 def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
     """Queue the batch's failed documents again, with fresh attempts."""
-    failed = sa.and_(results.c.batch == batch, results.c.status == "failed")
+    failed = sa.and_(results.c.batch == batch, results.c.status == Status.FAILED)
     retryable = sa.and_(failed, results.c.content_hash.is_not(None))
     counts = {}
     with db.connect() as conn:  # its documents go to its model's queue, whoever retries
@@ -151,7 +151,7 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
             results.update()
             .where(retryable)
             .values(
-                status="queued",
+                status=Status.QUEUED,
                 attempts=0,
                 error=None,
                 started_at=None,
@@ -168,9 +168,9 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
             .where(
                 results.c.batch == batch,
                 results.c.result_key.in_(keys),
-                results.c.status == "queued",
+                results.c.status == Status.QUEUED,
             )
-            .values(status="failed", error=RETRY_UNSENT, finished_at=utcnow())
+            .values(status=Status.FAILED, error=RETRY_UNSENT, finished_at=utcnow())
         )
 
     keys = producer.commit_then_push(settings, db, write, failed_again, model=model)
@@ -186,7 +186,7 @@ def cancel(db: sa.Engine, batch: str, *, keep_texts: bool = False) -> int:
         return retention.end_queued(
             conn,
             results.c.batch == batch,
-            status="cancelled",
+            status=Status.CANCELLED,
             error=CANCELLED,
             keep_texts=keep_texts,
         )

@@ -29,6 +29,7 @@ from core.settings import Settings
 from core.tables import (
     GENERATED_COLUMNS,
     PENDING,
+    Status,
     batches,
     documents,
     prompts,
@@ -304,7 +305,7 @@ def _plan(conn, batch, spec, chunk, report, settings, now):
                 | {
                     "source_path": item.path,
                     "doc_id": item.doc_id or item.path,
-                    "status": "failed",
+                    "status": Status.FAILED,
                     "error": item.reason,
                     "finished_at": now,
                 }
@@ -333,7 +334,7 @@ def _plan(conn, batch, spec, chunk, report, settings, now):
                 row
                 | done[key]
                 | {
-                    "status": "succeeded",
+                    "status": Status.SUCCEEDED,
                     "deduplicated": True,
                     "started_at": now,
                     "finished_at": now,
@@ -342,17 +343,17 @@ def _plan(conn, batch, spec, chunk, report, settings, now):
         elif key in in_flight or key in keys_to_queue:
             # Answered by a generation already queued: its tokens are counted on that row.
             report.deduplicated += 1
-            rows.append(row | {"status": "queued", "deduplicated": True})
+            rows.append(row | {"status": Status.QUEUED, "deduplicated": True})
         else:
             keys_to_queue[key] = item.content_hash
-            rows.append(row | {"status": "queued"})
+            rows.append(row | {"status": Status.QUEUED})
     report.replaced += len(replaced)
     return rows, keys_to_queue, texts, own, replaced
 
 
 def _unread(row: sa.Row) -> bool:
     """A row of a file (or a record) that failed to be read, so it has no text."""
-    return row.status == "failed" and row.content_hash is None
+    return row.status == Status.FAILED and row.content_hash is None
 
 
 _SET_BY_BATCH = ("id", "batch", "model", "prompt_hash", "attempts", "deduplicated", "created_at")
@@ -381,12 +382,12 @@ def _earlier_results(conn, keys: set[str]) -> tuple[dict[str, dict], set[str]]:
             .order_by(results.c.id)
         )
         for row in found:
-            if row.status != "succeeded":
+            if row.status != Status.SUCCEEDED:
                 in_flight.add(row.result_key)
             elif row.result_key not in done:
                 done[row.result_key] = {c: getattr(row, c) for c in GENERATED_COLUMNS}
 
-    succeeded = results.c.status == "succeeded"
+    succeeded = results.c.status == Status.SUCCEEDED
     read(keys, sa.or_(results.c.status.in_(PENDING), succeeded & ~results.c.deduplicated))
     if missing := keys - done.keys() - in_flight:
         read(missing, succeeded & results.c.deduplicated)

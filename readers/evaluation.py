@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from core.quality import sentences
-from core.tables import documents, results
+from core.tables import Status, documents, results
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 SIGNALS = ("repetition", "copied", "novel_numbers", "compression")
@@ -123,7 +123,7 @@ def evaluate(db: sa.Engine, batch: str, lines: Iterable[str], text_of: TextOf) -
     problems += more
     scored = []  # (reference, row, text)
     for reference, row in rows:
-        if row.status != "succeeded" or row.summary is None:
+        if row.status != Status.SUCCEEDED or row.summary is None:
             why = f": {row.error}" if row.error else ""
             problems.append(
                 Problem(reference.line, f"{reference.name} has no summary ({row.status}{why})")

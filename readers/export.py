@@ -15,7 +15,7 @@ from typing import TextIO
 
 import sqlalchemy as sa
 
-from core.tables import batches, prompts, results
+from core.tables import Status, batches, prompts, results
 from readers.views import as_utc
 
 PAGE_ROWS = 1000
@@ -91,7 +91,7 @@ UNREAD = (400, "invalid_request_error")  # failed before it was read: the input 
 FAILED = (500, "server_error")  # failed in the worker
 CANCELLED_ERROR = "batch_cancelled"
 EXPIRED_ERROR = "batch_expired"  # ended by the batch's --expire-after (core/requeue.py)
-ENDED = {"cancelled": CANCELLED_ERROR, "expired": EXPIRED_ERROR}
+ENDED = {Status.CANCELLED: CANCELLED_ERROR, Status.EXPIRED: EXPIRED_ERROR}
 
 
 def openai_line(row: dict) -> dict:
@@ -102,7 +102,7 @@ def openai_line(row: dict) -> dict:
     if row["status"] in ENDED:
         error = {"code": ENDED[row["status"]], "message": row["error"] or row["status"]}
         return line | {"response": None, "error": error}
-    if row["status"] != "succeeded":
+    if row["status"] != Status.SUCCEEDED:
         status_code, kind = UNREAD if row["content_hash"] is None else FAILED
         error = {
             "message": row["error"] or row["status"],

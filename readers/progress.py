@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from core.requeue import REQUEUE_EVERY_S
-from core.tables import FINAL, results
+from core.tables import FINAL, Status, results
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Progress:
 
     @property
     def all_succeeded(self) -> bool:
-        return self.by_status.get("succeeded", 0) == self.total
+        return self.by_status.get(Status.SUCCEEDED, 0) == self.total
 
 
 def progress(db: sa.Engine, batch: str) -> Progress:

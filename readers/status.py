@@ -15,7 +15,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from core.tables import STATUSES, batches
+from core.tables import STATUSES, Status, batches
 from readers.terminal import printable
 from readers.views import as_utc, batch_quality, batch_stats
 
@@ -45,7 +45,7 @@ class BatchStatus:
 
     @property
     def pending(self) -> int:
-        return self.by_status.get("queued", 0) + self.by_status.get("running", 0)
+        return self.by_status.get(Status.QUEUED, 0) + self.by_status.get(Status.RUNNING, 0)
 
     @property
     def completed_at(self) -> datetime | None:
@@ -57,10 +57,10 @@ class BatchStatus:
         """As the hosted batch APIs count a batch's requests."""
         return {
             "total": self.documents,
-            "completed": self.by_status["succeeded"],
-            "failed": self.by_status["failed"],
-            "cancelled": self.by_status["cancelled"],
-            "expired": self.by_status["expired"],
+            "completed": self.by_status[Status.SUCCEEDED],
+            "failed": self.by_status[Status.FAILED],
+            "cancelled": self.by_status[Status.CANCELLED],
+            "expired": self.by_status[Status.EXPIRED],
         }
 
     def as_json(self) -> dict:

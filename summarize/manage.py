@@ -12,7 +12,7 @@ import sys
 import click
 
 from core.errors import SummarizeError
-from core.tables import STATUSES
+from core.tables import STATUSES, Status
 from readers.terminal import counted, say
 from summarize.options import DAY_S, LATEST, Seconds
 
@@ -86,9 +86,9 @@ def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: b
     if batch is not None:
         known(db, batch)
     if errors_only:
-        status = ("failed", *export.ENDED)  # and the rows a batch ended: cancelled, expired
+        status = (Status.FAILED, *export.ENDED)  # and the rows a batch ended: cancelled, expired
     elif fmt == "openai" and status is None:
-        status = "succeeded"
+        status = Status.SUCCEEDED
     export.write(export.rows(db, batch, status), sys.stdout, fmt, export.structured(db))
 
 

@@ -28,6 +28,7 @@ from concurrent.futures import Future
 
 from core import quality
 from core.settings import Settings
+from core.tables import Status
 from worker import faults
 from worker.admission import Admission
 from worker.engine import Engine, Finished
@@ -205,7 +206,7 @@ class Drain:
         try:
             self._running.start(claim, work, work.start(claim.body))
         except DocumentTooLong as exc:
-            self._complete(Outcome(claim.key, "failed", error=f"document too long: {exc}"))
+            self._complete(Outcome(claim.key, Status.FAILED, error=f"document too long: {exc}"))
         except Exception as exc:  # noqa: BLE001 - one document's failure is its row's
             self._complete(self._failed(claim, exc))
         else:
@@ -231,7 +232,7 @@ class Drain:
         if claim.attempts > self.max_attempts:
             return Outcome(
                 claim.key,
-                "failed",
+                Status.FAILED,
                 error=f"gave up after {self.max_attempts} attempts: the worker stopped "
                 "(killed or crashed) while summarizing it each time",
             )
@@ -242,10 +243,10 @@ class Drain:
         error = f"{type(exc).__name__}: {exc}"
         if claim.attempts >= self.max_attempts:
             tries = f"{claim.attempts} attempt" + ("s" if claim.attempts != 1 else "")
-            return Outcome(claim.key, "failed", error=f"{error} (after {tries})")
+            return Outcome(claim.key, Status.FAILED, error=f"{error} (after {tries})")
         return Outcome(
             claim.key,
-            "queued",
+            Status.QUEUED,
             error=f"{error} (attempt {claim.attempts}, trying again)",
             retry_in_s=retry_delay_s(claim.attempts),
         )
@@ -259,7 +260,7 @@ class Drain:
             running.add(work, work.finish(finished))
         except DocumentTooLong as exc:
             running.drop(work)
-            self._complete(Outcome(work.key, "failed", error=f"document too long: {exc}"))
+            self._complete(Outcome(work.key, Status.FAILED, error=f"document too long: {exc}"))
             return
         except Exception as exc:  # noqa: BLE001
             running.drop(work)
@@ -271,7 +272,7 @@ class Drain:
 
     def _complete(self, outcome: Outcome) -> None:
         claim = self._running.claim(outcome.key)
-        summarized = outcome.status == "succeeded" and claim is not None
+        summarized = outcome.status == Status.SUCCEEDED and claim is not None
         self._writes.add(outcome, claim.content_hash if summarized else None)
 
     def _flush_and_wait(self) -> None:
@@ -317,7 +318,7 @@ def _succeeded(work: Work, body: str) -> Outcome:
     found = quality.signals(summary.text, body)
     return Outcome(
         work.key,
-        "succeeded",
+        Status.SUCCEEDED,
         summary=summary.text,
         prompt_tokens=work.prompt_tokens,
         completion_tokens=work.completion_tokens,

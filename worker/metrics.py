@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from core.errors import SettingsError
 from core.requeue import queued_by_model
+from core.tables import Status
 from worker.recorder import TEXT_GONE
 from worker.work import Outcome
 
@@ -44,7 +45,7 @@ REASONS = (
 
 # Every label value from the start, at 0: a rate() over a series that appears late misses its
 # first increase, and a panel shows "no data" rather than none.
-for _status in ("succeeded", "failed"):
+for _status in (Status.SUCCEEDED, Status.FAILED):
     DOCUMENTS.labels(_status)
 for _kind in ("prompt", "completion", "cached"):
     TOKENS.labels(_kind)
@@ -62,11 +63,11 @@ def reason(error: str | None) -> str:
 def observe(outcomes: Iterable[Outcome]) -> None:
     """Count a committed wave of outcomes."""
     for outcome in outcomes:
-        if outcome.status == "queued":
+        if outcome.status == Status.QUEUED:
             RETRIES.inc()
             continue
         DOCUMENTS.labels(outcome.status).inc()
-        if outcome.status == "failed":
+        if outcome.status == Status.FAILED:
             FAILURES.labels(reason(outcome.error)).inc()
         TOKENS.labels("prompt").inc(outcome.prompt_tokens or 0)
         TOKENS.labels("completion").inc(outcome.completion_tokens or 0)

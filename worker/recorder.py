@@ -26,6 +26,7 @@ from core.prompt import SummarySpec
 from core.retention import drop_texts
 from core.tables import (
     GENERATED_COLUMNS,
+    Status,
     batches,
     documents,
     is_pending,
@@ -96,7 +97,7 @@ class Recorder:
                 results.update()
                 .where(
                     results.c.result_key.in_(keys),
-                    results.c.status == "running",
+                    results.c.status == Status.RUNNING,
                     results.c.claimed_by == self.worker,
                 )
                 .values(lease_until=until)
@@ -123,7 +124,12 @@ class Recorder:
     def _release(self, keys: list[str], claimed: bool) -> None:
         if not keys:
             return
-        values = {"status": "queued", "started_at": None, "claimed_by": None, "lease_until": None}
+        values = {
+            "status": Status.QUEUED,
+            "started_at": None,
+            "claimed_by": None,
+            "lease_until": None,
+        }
         if claimed:
             values["attempts"] = results.c.attempts - 1
         with self._transaction() as conn:  # never a row another worker holds under a live lease
@@ -131,7 +137,7 @@ class Recorder:
                 results.update()
                 .where(
                     results.c.result_key.in_(keys),
-                    results.c.status == "running",
+                    results.c.status == Status.RUNNING,
                     _free(utcnow(), self.worker),
                 )
                 .values(**values)
@@ -167,8 +173,8 @@ class Recorder:
             if gone:  # only hand-written SQL gets here: a pending row keeps its text
                 conn.execute(
                     results.update()
-                    .where(results.c.result_key.in_(gone), results.c.status == "running")
-                    .values(status="failed", error=TEXT_GONE, finished_at=now)
+                    .where(results.c.result_key.in_(gone), results.c.status == Status.RUNNING)
+                    .values(status=Status.FAILED, error=TEXT_GONE, finished_at=now)
                 )
                 for key in gone:
                     del taken[key]
@@ -206,8 +212,8 @@ class Recorder:
 
     def _record(self, outcomes: list[Outcome]) -> None:
         now = utcnow()
-        finals = [o for o in outcomes if o.status != "queued"]
-        again = [o for o in outcomes if o.status == "queued"]
+        finals = [o for o in outcomes if o.status != Status.QUEUED]
+        again = [o for o in outcomes if o.status == Status.QUEUED]
         with self._transaction() as conn:
             if finals and conn.dialect.name == "postgresql":
                 columns = {name: [getattr(o, name) for o in finals] for name in _WRITTEN}
@@ -225,7 +231,7 @@ class Recorder:
                         results.c.result_key == sa.bindparam("k"),
                         is_pending,
                     )
-                    .values(status="queued", error=sa.bindparam("v_error")),
+                    .values(status=Status.QUEUED, error=sa.bindparam("v_error")),
                     [{"k": o.key, "v_error": o.error} for o in again],
                 )
 
@@ -233,7 +239,9 @@ class Recorder:
 def _free(now, worker) -> sa.ColumnElement[bool]:
     """Rows `worker` may take: queued, or running under a lease that ran out (or its own)."""
     free = sa.or_(lease_lapsed(now), results.c.claimed_by == worker)
-    return sa.or_(results.c.status == "queued", sa.and_(results.c.status == "running", free))
+    return sa.or_(
+        results.c.status == Status.QUEUED, sa.and_(results.c.status == Status.RUNNING, free)
+    )
 
 
 @functools.cache
@@ -254,7 +262,7 @@ def _claiming(dialect: sa.Dialect) -> tuple[Prepared, Prepared]:
             ~expired,
         )
         .values(
-            status="running",
+            status=Status.RUNNING,
             attempts=results.c.attempts + 1,
             started_at=now,
             claimed_by=worker,

@@ -16,6 +16,7 @@ from celery.signals import worker_init
 from celery.worker.request import Request
 
 from core import messages
+from core.tables import Status
 from worker import runtime
 from worker.app import app
 from worker.tickets import Signal
@@ -79,7 +80,7 @@ def summarize_chunk(self, keys: object = None, **unknown: object) -> dict[str, i
     if Signal.HANDED_BACK in settled:  # stopping: the chunk goes to the front of the queue
         raise Reject("the worker is shutting down", requeue=True)
     written = [s for s in settled if isinstance(s, Outcome)]
-    again = [o for o in written if o.status == "queued"]
+    again = [o for o in written if o.status == Status.QUEUED]
     if again:  # failed, with attempts left: these keys back on the queue after a pause
         raise self.retry(
             kwargs={"keys": messages.pack(o.key for o in again)},

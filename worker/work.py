@@ -26,7 +26,7 @@ class Outcome:
     """What became of one document, as written to its rows: the rows' new status and figures."""
 
     key: str
-    status: str  # "succeeded", "failed", or "queued": tried again in `retry_in_s`
+    status: str  # Status.SUCCEEDED, FAILED, or QUEUED: tried again in `retry_in_s`
     summary: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -39,4 +39,4 @@ class Outcome:
     compression: float | None = None
     looped: bool | None = None
     error: str | None = None
-    retry_in_s: float | None = None  # with status "queued": when to try again
+    retry_in_s: float | None = None  # with Status.QUEUED: when to try again
