@@ -101,10 +101,10 @@ def worker(ctx, burst: bool, profile: str | None, loglevel: str) -> None:
     Example:
       SUMMARIZE_PROFILE=latency summarize worker --burst
     """
-    from worker.service import run
+    from worker.service import leave, run
 
     settings = Settings.for_command(ctx).with_changes(profile_name=profile)
-    ctx.exit(run(settings, burst=burst, loglevel=loglevel))
+    leave(run(settings, burst=burst, loglevel=loglevel))
 
 
 @main.group()

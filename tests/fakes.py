@@ -111,5 +111,5 @@ class FakeEngine:
     def abort(self, request_ids: list[str]) -> None:
         self.running = [r for r in self.running if r[0] not in set(request_ids)]
 
-    def close(self, timeout_s: float = 10.0) -> None:
+    def close(self, timeout_s: float = 10.0, wait: bool = True) -> None:
         self.closed = True

@@ -104,12 +104,13 @@ class Drain:
         """Hand back what has not started; finish what runs within `grace_s`, hand back the rest."""
         self._closing_at = time.monotonic() + grace_s
 
-    def stop(self, timeout: float | None = None) -> None:
-        """End the loop once nothing is in hand, and shut the engine down."""
+    def stop(self, timeout: float | None = None, leaving: bool = False) -> None:
+        """End the loop once nothing is in hand, and shut the engine down (`leaving`: the
+        process exits next, so the engine's processes are not waited for)."""
         self._stop.set()
         self._thread.join(timeout)
         self._writes.stop(timeout)
-        self.engine.close()
+        self.engine.close(wait=not leaving)
 
     # -- the drain thread -------------------------------------------------------------------
 

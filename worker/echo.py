@@ -102,5 +102,5 @@ class EchoEngine:
         for request_id in request_ids:
             self._running.pop(request_id, None)
 
-    def close(self, timeout_s: float = 10.0) -> None:
+    def close(self, timeout_s: float = 10.0, wait: bool = True) -> None:
         self._running.clear()

@@ -10,12 +10,15 @@ document whose message Redis lost.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import redis
 import sqlalchemy as sa
@@ -29,7 +32,8 @@ from worker.leases import Leases
 
 log = logging.getLogger("summarize.worker")
 
-BURST_GRACE_S = 3.0  # how long the queue must stay empty before a burst worker leaves
+BURST_GRACE_S = 0.5  # how long the queue must stay empty before a burst worker leaves
+BURST_EVERY_S = 0.2  # how often a burst worker looks
 READY = "worker ready"  # logged once the consumer takes messages (tests and operators wait for it)
 
 
@@ -106,9 +110,20 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
         worker.start()
         stop.set()
         leases.stop(farewell=lambda client: presence.gone(client, settings, name))
-        drain.stop()
+        drain.stop(leaving=True)
         log.info("stopped: %d documents admitted, %d written", drain.admitted, drain.recorded)
         return _exit_status(worker.exitcode or 0, stopping.is_set(), drain)
+
+
+def leave(status: int) -> NoReturn:
+    """End the process now with `status`, once `run` has returned: every row is written and
+    every message acknowledged or handed back, and the engine's processes were told to stop.
+    The interpreter's own teardown would wait seconds for them, and for nothing else."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 def _exit_status(celery_status: int, asked_to_stop: bool, drain) -> int:
@@ -176,7 +191,7 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
     db = drain.recorder.db
     idle_since = None
     while True:
-        time.sleep(0.5)
+        time.sleep(BURST_EVERY_S)
         try:
             # Unacknowledged messages are in a worker's hands, or come back when it died.
             queued = redis_state.messages_in_redis(client, messages.home(settings))
