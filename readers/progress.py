@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from core.requeue import REQUEUE_EVERY_S
-from core.tables import FINAL, Status, results
+from core.tables import FINAL, STATUSES, Status, batch_rollups, results
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,15 @@ def progress(db: sa.Engine, batch: str) -> Progress:
             ).all()
         )
     return Progress(sum(counts.values()), counts)
+
+
+def rolled_up(db: sa.Engine, batch: str) -> Progress:
+    """The batch's progress from its rollup row: one row read, whatever the batch's size."""
+    with db.connect() as conn:
+        row = conn.execute(sa.select(batch_rollups).where(batch_rollups.c.batch == batch)).first()
+    if row is None:  # nothing recorded yet
+        return Progress(0, {})
+    return Progress(row.documents, {status: getattr(row, status) for status in STATUSES})
 
 
 def wait(

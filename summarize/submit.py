@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -18,12 +19,87 @@ from core.settings import MAX_SUMMARY_TOKENS, Settings
 from readers.terminal import printable, say
 from summarize.options import DAY_S, Seconds, Whole
 
+# What submit and run share: the paths' batch, how to read them, how to summarize them.
+OPTIONS = (
+    click.option(
+        "--batch", "batch_name", metavar="NAME", help="Batch name (default: folder-date-time)."
+    ),
+    click.option(
+        "--follow-links",
+        is_flag=True,
+        help="Follow symlinks that lead outside the folders given (by default they are refused).",
+    ),
+    click.option(
+        "--text-field",
+        multiple=True,
+        metavar="[FILE=]NAME",
+        help="In .jsonl and .csv files: the field holding each record's text (default text); "
+        "repeat to try several in order; FILE=NAME for the record files named FILE.",
+    ),
+    click.option(
+        "--id-field",
+        multiple=True,
+        metavar="[FILE=]NAME",
+        help="In .jsonl and .csv files: the field holding each record's id (results.doc_id; "
+        "default id), as --text-field.",
+    ),
+    click.option(
+        "--model",
+        metavar="NAME",
+        help="This batch's model (default: SUMMARIZE_MODEL); only workers running it take it.",
+    ),
+    click.option(
+        "--prompt", metavar="TEXT", help="This batch's instruction (default: SUMMARIZE_PROMPT)."
+    ),
+    click.option(
+        "--prompt-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="This batch's instruction, from a UTF-8 text file.",
+    ),
+    click.option(
+        "--max-tokens",
+        type=Whole(1, MAX_SUMMARY_TOKENS),
+        metavar="N",
+        help="This batch's summary length in tokens (default: the profile's, or SUMMARIZE_MAX_TOKENS).",
+    ),
+    click.option(
+        "--max-sentences",
+        type=Whole(0, 1000),
+        metavar="N",
+        help="End each summary after N sentences; 0: no limit (default: 3 with the default "
+        "instruction, none with your own).",
+    ),
+    click.option(
+        "--schema",
+        "schema_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE.json",
+        help="Summaries are JSON valid under this JSON schema (vLLM's structured outputs).",
+    ),
+    click.option(
+        "--expire-after",
+        metavar="DURATION",
+        help="Documents still queued this long after the batch began end as expired (24h, 90m, 7d).",
+    ),
+    click.option(
+        "--meta",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Attach KEY=VALUE to the batch (repeatable); `batches` and the dashboard show it.",
+    ),
+)
+
+
+def submit_options(command):
+    """Give `command` submit's options (its PATHS and the options OPTIONS holds)."""
+    for option in reversed(OPTIONS):
+        command = option(command)
+    return click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))(command)
+
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
-@click.option(
-    "--batch", "batch_name", metavar="NAME", help="Batch name (default: folder-date-time)."
-)
+@submit_options
 @click.option("--wait", is_flag=True, help="Wait until every document is summarized or failed.")
 @click.option(
     "--timeout",
@@ -31,89 +107,8 @@ from summarize.options import DAY_S, Seconds, Whole
     metavar="SECONDS",
     help="With --wait: give up waiting after this long (exit status 4).",
 )
-@click.option(
-    "--follow-links",
-    is_flag=True,
-    help="Follow symlinks that lead outside the folders given (by default they are refused).",
-)
-@click.option(
-    "--text-field",
-    multiple=True,
-    metavar="[FILE=]NAME",
-    help="In .jsonl and .csv files: the field holding each record's text (default text); "
-    "repeat to try several in order; FILE=NAME for the record files named FILE.",
-)
-@click.option(
-    "--id-field",
-    multiple=True,
-    metavar="[FILE=]NAME",
-    help="In .jsonl and .csv files: the field holding each record's id (results.doc_id; "
-    "default id), as --text-field.",
-)
-@click.option(
-    "--model",
-    metavar="NAME",
-    help="This batch's model (default: SUMMARIZE_MODEL); only workers running it take it.",
-)
-@click.option(
-    "--prompt", metavar="TEXT", help="This batch's instruction (default: SUMMARIZE_PROMPT)."
-)
-@click.option(
-    "--prompt-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE",
-    help="This batch's instruction, from a UTF-8 text file.",
-)
-@click.option(
-    "--max-tokens",
-    type=Whole(1, MAX_SUMMARY_TOKENS),
-    metavar="N",
-    help="This batch's summary length in tokens (default: the profile's, or SUMMARIZE_MAX_TOKENS).",
-)
-@click.option(
-    "--max-sentences",
-    type=Whole(0, 1000),
-    metavar="N",
-    help="End each summary after N sentences; 0: no limit (default: 3 with the default "
-    "instruction, none with your own).",
-)
-@click.option(
-    "--schema",
-    "schema_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE.json",
-    help="Summaries are JSON valid under this JSON schema (vLLM's structured outputs).",
-)
-@click.option(
-    "--expire-after",
-    metavar="DURATION",
-    help="Documents still queued this long after the batch began end as expired (24h, 90m, 7d).",
-)
-@click.option(
-    "--meta",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Attach KEY=VALUE to the batch (repeatable); `batches` and the dashboard show it.",
-)
 @click.pass_context
-def submit(
-    ctx,
-    paths: tuple[str, ...],
-    batch_name: str | None,
-    wait: bool,
-    timeout,
-    follow_links: bool,
-    text_field: tuple[str, ...],
-    id_field: tuple[str, ...],
-    model: str | None,
-    prompt: str | None,
-    prompt_file: Path | None,
-    max_tokens: int | None,
-    max_sentences: int | None,
-    meta: tuple[str, ...],
-    schema_file: Path | None,
-    expire_after: str | None,
-) -> None:
+def submit(ctx, paths: tuple[str, ...], wait: bool, timeout, **options) -> None:
     """Queue the documents under PATHS for summarizing.
 
     Folders are walked recursively for .txt, .md, .html, .pdf and .docx files
@@ -138,12 +133,55 @@ def submit(
       summarize submit tickets.jsonl --expire-after 24h   # like the hosted batch APIs
     """
     from core import broker, database
-    from core.settings import read_prompt_file
-    from jobs import batches, prompts
-    from jobs import submit as submitting
-    from jobs.fields import FieldChoice
 
     _stop_cleanly_on_sigterm()
+    if timeout is not None and not wait:
+        raise click.UsageError("--timeout is how long --wait waits: give --wait too.")
+    order = order_of(ctx, paths, **options)
+    db = database.ready(order.settings)
+    with broker.session(order.settings) as client:
+        report = queue_documents(order, db, client)
+        if wait:
+            final = _wait(order.settings, db, client, order.batch, timeout, report.documents)
+            _print_progress(final)
+            ctx.exit(exit_status(final))
+
+
+@dataclass(frozen=True)
+class Order:
+    """What to submit, checked: the paths, their batch, how to read and summarize them."""
+
+    settings: Settings
+    paths: tuple[str, ...]
+    batch: str
+    follow_links: bool
+    fields: object  # jobs.fields.FieldChoice
+    meta: dict[str, str]
+    schema: dict | None
+    expire_after_s: float | None
+
+
+def order_of(
+    ctx,
+    paths: tuple[str, ...],
+    batch_name: str | None,
+    follow_links: bool,
+    text_field: tuple[str, ...],
+    id_field: tuple[str, ...],
+    model: str | None,
+    prompt: str | None,
+    prompt_file: Path | None,
+    max_tokens: int | None,
+    max_sentences: int | None,
+    meta: tuple[str, ...],
+    schema_file: Path | None,
+    expire_after: str | None,
+) -> Order:
+    """Submit's options checked, each refused with the fix, before anything is read."""
+    from core.settings import read_prompt_file
+    from jobs import batches, prompts
+    from jobs.fields import FieldChoice
+
     if prompt is not None and prompt_file is not None:
         raise click.UsageError("--prompt and --prompt-file both given: use one of them.")
     if prompt is not None and not prompt.strip():
@@ -154,8 +192,6 @@ def submit(
             "and the time",
             param_hint="'--batch'",
         )
-    if timeout is not None and not wait:
-        raise click.UsageError("--timeout is how long --wait waits: give --wait too.")
     if prompt_file is not None:
         prompt = read_prompt_file(prompt_file, "--prompt-file")
     settings = Settings.for_command(ctx).with_changes(
@@ -182,44 +218,58 @@ def submit(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--expire-after") from None
     name = batch_name or batches.default_batch_name(paths)
-    db = database.ready(settings)
-    with broker.session(settings) as client:
-        total = submitting.count_documents(paths, follow_links)
-        with click.progressbar(
-            length=total,
-            label=f"Submitting {name}",
-            file=sys.stderr,
-            show_pos=True,
-            show_eta=False,
-            update_min_steps=max(1, total // 1000),  # a million records draw a thousand times
-        ) as bar:
-            report = submitting.submit(
-                settings,
-                db,
-                client,
-                paths,
-                name,
-                lambda: bar.update(1),
-                follow_links,
-                fields=fields,
-                meta=_pairs(meta),
-                schema=schema,
-                expire_after_s=expire_after_s,
-            )
-            _finish(bar, report.documents)
-        _print_report(report, settings)
-        if report.nothing_usable:
-            raise SummarizeError(
-                f"No path given could be used ({_shown(report.examples[0])}): check the "
-                "paths; nothing was queued."
-            )
-        if wait:
-            final = _wait(settings, db, client, name, timeout, report.documents)
-            _print_progress(final)
-            if not final.done:
-                ctx.exit(errors.EXIT_DEADLINE)
-            if not final.all_succeeded:
-                ctx.exit(errors.EXIT_DOCUMENTS_FAILED)
+    return Order(settings, paths, name, follow_links, fields, _pairs(meta), schema, expire_after_s)
+
+
+def queue_documents(order: Order, db, client, on_document=lambda: None):
+    """Read and queue the order's documents under a progress bar, then print the report;
+    refused when no path given could be used. `on_document` runs after each document."""
+    from jobs import submit as submitting
+
+    total = submitting.count_documents(order.paths, order.follow_links)
+    with click.progressbar(
+        length=total,
+        label=f"Submitting {order.batch}",
+        file=sys.stderr,
+        show_pos=True,
+        show_eta=False,
+        update_min_steps=max(1, total // 1000),  # a million records draw a thousand times
+    ) as bar:
+
+        def read_one() -> None:
+            bar.update(1)
+            on_document()
+
+        report = submitting.submit(
+            order.settings,
+            db,
+            client,
+            order.paths,
+            order.batch,
+            read_one,
+            order.follow_links,
+            fields=order.fields,
+            meta=order.meta,
+            schema=order.schema,
+            expire_after_s=order.expire_after_s,
+        )
+        _finish(bar, report.documents)
+    _print_report(report, order.settings)
+    if report.nothing_usable:
+        raise SummarizeError(
+            f"No path given could be used ({_shown(report.examples[0])}): check the "
+            "paths; nothing was queued."
+        )
+    return report
+
+
+def exit_status(final) -> int:
+    """`--wait`'s exit status for a batch's final progress: 0, 3 (some failed), 4 (not done)."""
+    if not final.done:
+        return errors.EXIT_DEADLINE
+    if not final.all_succeeded:
+        return errors.EXIT_DOCUMENTS_FAILED
+    return errors.EXIT_OK
 
 
 def _stop_cleanly_on_sigterm() -> None:

@@ -95,13 +95,14 @@ def scrape(port: int) -> dict[tuple[str, tuple], float]:
 
 
 class Worker:
-    """`summarize worker` in its own process group, its log kept for the test report."""
+    """`summarize worker` (or another command that runs one: `run`) in its own process group,
+    its log kept for the test report."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, *args: str):
+    def __init__(self, env: dict[str, str], log_path: Path, *args: str, command: str = "worker"):
         self.log_path = log_path
         self.log = open(log_path, "ab")  # noqa: SIM115 - open for the worker's whole life
         self.process = subprocess.Popen(
-            [*SUMMARIZE, "worker", *args],
+            [*SUMMARIZE, command, *args],
             env=os.environ | env,
             stdout=self.log,
             stderr=subprocess.STDOUT,

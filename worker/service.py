@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -32,13 +33,21 @@ from worker.leases import Leases
 
 log = logging.getLogger("summarize.worker")
 
+UNTIL_EVERY_S = 0.2  # how often `until` is asked
 BURST_GRACE_S = 0.5  # how long the queue must stay empty before a burst worker leaves
 BURST_EVERY_S = 0.2  # how often a burst worker looks
 READY = "worker ready"  # logged once the consumer takes messages (tests and operators wait for it)
 
 
-def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> int:
-    """Build the engine, then consume the queue until stopped (or, with burst, until it is empty)."""
+def run(
+    settings: Settings,
+    *,
+    burst: bool = False,
+    loglevel: str = "INFO",
+    until: Callable[[], bool] | None = None,
+) -> int:
+    """Build the engine, then consume the queue until stopped: with `burst`, until it is
+    empty; with `until`, once it says so (summarize run: its batch is done)."""
     logs.configure(loglevel)
     profile = settings.profile
     in_flight = settings.in_flight or 2 * profile.max_num_seqs
@@ -102,7 +111,9 @@ def run(settings: Settings, *, burst: bool = False, loglevel: str = "INFO") -> i
             without_gossip=True,
             quiet=True,
         )
-        if burst:
+        if until is not None:
+            threading.Thread(target=_stop_when, args=(until,), daemon=True).start()
+        elif burst:
             watcher = threading.Thread(
                 target=_stop_when_drained, args=(settings, client, drain), daemon=True
             )
@@ -184,6 +195,25 @@ def _requeue_stranded(settings: Settings, db: sa.Engine, stop: threading.Event) 
         database.vacuum_rollups(db)
 
 
+def _stop_when(done: Callable[[], bool]) -> None:
+    """Ask Celery to stop once `done()` says so (asked every UNTIL_EVERY_S)."""
+    while True:
+        try:
+            if done():
+                break
+        except Exception as exc:  # noqa: BLE001 - the database may be restarting: ask again
+            log.warning("could not tell whether to stop: %s", exc)
+        time.sleep(UNTIL_EVERY_S)
+    _stop_celery()
+
+
+def _stop_celery() -> None:
+    """A warm shutdown, as Celery's own SIGTERM handler asks for one."""
+    from celery.worker import state
+
+    state.should_stop = 0
+
+
 def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
     """For --burst: ask Celery to stop once the queue and this worker have been empty a while."""
     from celery.worker import state
@@ -220,5 +250,5 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
             idle_since = None
             continue
         log.info("burst: the queue is empty, stopping")
-        state.should_stop = 0  # a warm shutdown, as Celery's own SIGTERM handler asks for one
+        _stop_celery()
         return
