@@ -50,6 +50,11 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
             median milliseconds over 5,000,000 rows of `results` (--readers-rows), made by
             submitting 100,000 generated documents, draining them with the instant engine,
             and submitting them again under other batch names (deduplicated at submit)
+  peer      vLLM's own batch runner (`python -m vllm.entrypoints.openai.run_batch`, given the
+            worker's engine settings) and `summarize run` (a first run, no sentence limit) on
+            one OpenAI batch input file of the documents, each from start to exit, in turn,
+            --peer-rounds times; the phases (start-up to the first document, generating,
+            last write to exit) and the ratio of the walls
 
 It prints documents and output tokens per second for each mode, then one line of ratios:
 `pipeline/raw=… raw/hf=… pipeline/hf=…`. A mode named more than once runs that often, and its

@@ -26,6 +26,7 @@ MODES = {
     "hostile": "hostile",
     "pdfs": "pdfs",
     "readers": "readers",
+    "peer": "peer",
 }
 IN_A_CHILD = {"raw", "hf"}  # an engine of their own, in a process of their own
 CHILDREN = {
@@ -99,6 +100,9 @@ def main() -> None:
         help="readers: keep the data here (and reuse it on the next run)",
     )
     parser.add_argument("--long-papers", type=int, default=20, help="long: how many papers")
+    parser.add_argument(
+        "--peer-rounds", type=int, default=2, help="peer: run-batch and summarize run, each N times"
+    )
     parser.add_argument("--pdfs-count", type=int, default=2000, help="pdfs: how many PDFs")
     parser.add_argument(
         "--baseline-tree",

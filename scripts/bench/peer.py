@@ -1,0 +1,174 @@
+"""peer: vLLM's own batch runner and `summarize run` on the same OpenAI batch input file.
+
+`python -m vllm.entrypoints.openai.run_batch` is given the worker's engine settings (the
+profile's three knobs, its batched tokens, the dtype, eager mode, prefix caching); each
+request's messages are the instruction (system) and the document (user), so both send the
+model the same tokens. `summarize run` goes with no sentence limit, as run-batch has none,
+and a fresh data folder each time (a new SQLite file and embedded Redis: a first run). Each
+is timed from start to exit, in turn, `--peer-rounds` times; the phases come from
+run-batch's log (whole seconds) and from summarize's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from scripts.bench.common import SUMMARIZE, documents
+
+# "(APIServer pid=1) INFO 12-03 13:20:01 [run_batch.py:727] Supported tasks: ..."
+VLLM_TIME = re.compile(r"\b(?:INFO|WARNING|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) ")
+
+
+def run(args) -> dict:
+    from core.model import resolve
+    from core.settings import Settings
+    from worker.engine import engine_dtype, is_cpu_build
+
+    settings = Settings.from_env()
+    model = resolve(settings)
+    work = Path(tempfile.mkdtemp(prefix="summarize-peer-"))
+    texts = documents(args.corpus, args.docs)
+    batch_file = work / "input.jsonl"
+    with batch_file.open("w", encoding="utf-8") as out:
+        for i, text in enumerate(texts):
+            out.write(json.dumps(_request(i, model, settings.instruction, text, args.max_tokens)))
+            out.write("\n")
+    profile = settings.profile
+    runner = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.run_batch",
+        *("-i", str(batch_file), "-o", str(work / "output.jsonl"), "--model", str(model)),
+        *("--max-num-seqs", str(profile.max_num_seqs)),
+        *("--max-model-len", str(profile.max_model_len)),
+        *("--max-num-batched-tokens", str(profile.max_num_batched_tokens)),
+        *("--gpu-memory-utilization", str(profile.cpu_memory_utilization)),
+        *("--dtype", engine_dtype(settings.dtype, is_cpu_build())),
+        *("--enforce-eager", "--enable-prefix-caching", "--seed", "0"),
+    ]
+    env = os.environ | {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    rounds = []
+    for n in range(args.peer_rounds):
+        rounds.append({"peer": _run_batch(runner, env, work), "ours": _ours(batch_file, work, n)})
+    return {"mode": "peer", "docs": len(texts), "rounds": rounds}
+
+
+def _request(i: int, model: Path, instruction: str, text: str, max_tokens: int) -> dict:
+    return {
+        "custom_id": f"doc-{i}",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {
+            "model": str(model),
+            "messages": [
+                {"role": "system", "content": instruction},
+                {"role": "user", "content": text},
+            ],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        },
+    }
+
+
+def _timed(command: list[str], env: dict, log: Path) -> tuple[float, float, str]:
+    """Start and exit times of a command whose output goes to a file, as a shell's `time`
+    sees it (a pipe would also wait for any child process still holding it), and its log."""
+    with log.open("w") as out:
+        started = time.time()
+        done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        ended = time.time()
+    text = log.read_text(errors="replace")
+    if done.returncode != 0:
+        raise SystemExit(f"{command[2]} failed (exit {done.returncode}):\n{text[-3000:]}")
+    return started, ended, text
+
+
+def _run_batch(command: list[str], env: dict, work: Path) -> dict:
+    started, ended, log = _timed(command, env, work / "run-batch.log")
+    tokens = stopped = 0
+    for line in (work / "output.jsonl").read_text().splitlines():
+        body = json.loads(line)["response"]["body"]
+        tokens += body["usage"]["completion_tokens"]
+        stopped += body["choices"][0]["finish_reason"] == "stop"
+    ready = _logged_at(log, "Supported tasks", started)
+    written = _logged_at(log, "Writing outputs", started)
+    return {
+        "seconds": ended - started,
+        "output_tokens": tokens,
+        "stopped": stopped,
+        "start_s": ready - started if ready else None,
+        "generate_s": written - ready if ready and written else None,
+        "exit_s": ended - written if written else None,
+    }
+
+
+def _logged_at(log: str, words: str, started: float) -> float | None:
+    """When vLLM logged a line holding `words` (its log has whole seconds and no year)."""
+    for line in log.splitlines():
+        found = VLLM_TIME.search(line)
+        if found and words in line:
+            year = datetime.fromtimestamp(started).year
+            when = datetime.strptime(f"{year}-{found.group(1)}", "%Y-%m-%d %H:%M:%S")
+            return when.timestamp()
+    return None
+
+
+def _ours(batch_file: Path, work: Path, n: int) -> dict:
+    import sqlalchemy as sa
+
+    from core import database
+    from core.settings import Settings
+    from core.tables import results
+    from readers.views import as_utc
+
+    env = os.environ | {"SUMMARIZE_DATA_DIR": str(work / f"data-{n}")}
+    env.pop("SUMMARIZE_DATABASE_URL", None)
+    env.pop("SUMMARIZE_BROKER_URL", None)  # the embedded defaults, as a new user has them
+    command = [*SUMMARIZE, "run", str(batch_file), "--batch", "peer", "--max-sentences", "0"]
+    started, ended, _ = _timed(command, env, work / f"run-{n}.log")
+    db = database.connect(Settings.from_env(env))
+    with db.connect() as conn:
+        row = conn.execute(
+            sa.select(
+                sa.func.sum(results.c.completion_tokens),
+                sa.func.sum(sa.case((results.c.finish_reason == "stop", 1), else_=0)),
+                sa.func.min(results.c.started_at),
+                sa.func.max(results.c.finished_at),
+            ).where(results.c.batch == "peer")
+        ).one()
+    db.dispose()
+    first, last = as_utc(row[2]).timestamp(), as_utc(row[3]).timestamp()
+    return {
+        "seconds": ended - started,
+        "output_tokens": row[0],
+        "stopped": row[1],
+        "start_s": first - started,
+        "generate_s": last - first,
+        "exit_s": ended - last,
+    }
+
+
+def report(result: dict) -> None:
+    def phase(value: float | None) -> str:
+        return f"{value:6.1f}" if value is not None else "     ?"
+
+    print(f"peer: {result['docs']} documents, start to exit; phases: start, generate, exit (s)")
+    for n, pair in enumerate(result["rounds"], 1):
+        for name, label in (("peer", "run-batch"), ("ours", "summarize run")):
+            r = pair[name]
+            print(
+                f"  round {n} {label:<14} {r['seconds']:7.1f} s  {phase(r['start_s'])} "
+                f"{phase(r['generate_s'])} {phase(r['exit_s'])}  {r['output_tokens']:>6,} "
+                f"output tokens, {r['stopped']} ended by stop"
+            )
+    peer = sum(p["peer"]["seconds"] for p in result["rounds"])
+    ours = sum(p["ours"]["seconds"] for p in result["rounds"])
+    print(f"summarize run / run-batch, wall (all rounds) = {ours / peer:.2f}")
