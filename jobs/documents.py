@@ -3,7 +3,11 @@ or one that cannot be used, and why (`Unreadable`)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
+
+NESTED = "nested too deeply to read (JSON arrays or objects inside each other a thousand deep)"
 
 
 @dataclass(frozen=True)
@@ -36,3 +40,73 @@ class Unreadable:
     path: str
     reason: str
     doc_id: str | None = None  # a record's id, when it had one
+
+
+def record_text(
+    where: str,
+    text,
+    number: int,
+    max_bytes: int,
+    field: str,
+    *,
+    doc_id,
+    metadata=None,
+    instruction=None,
+    max_tokens=None,
+    unit: str = "line",
+) -> Text | Unreadable:
+    """A record's document (its path `where` is FILE:NUMBER), or why it cannot be one; a record
+    is a `unit` (a line, a row) of its file."""
+    if not isinstance(text, str):
+        return Unreadable(
+            where, f"{unit} {number}: {field} is {type(text).__name__}, not text", doc_id=doc_id
+        )
+    text = text.replace("\r\n", "\n")
+    if not text.strip():
+        return Unreadable(
+            where, f"{unit} {number}: empty text: nothing to summarize", doc_id=doc_id
+        )
+    if "\x00" in text:
+        return Unreadable(where, f"{unit} {number}: the text holds NUL characters", doc_id=doc_id)
+    try:
+        encoded = text.encode("utf-8")
+        meta = _json(metadata) if metadata else None
+        (doc_id or "").encode("utf-8")
+        (instruction or "").encode("utf-8")
+    except UnicodeEncodeError:
+        return Unreadable(
+            where,
+            f"{unit} {number}: holds a lone surrogate (\\ud8..), which is not text: fix the record",
+            doc_id=None,
+        )
+    except RecursionError:
+        return Unreadable(where, f"{unit} {number}: {NESTED}", doc_id=doc_id)
+    if len(encoded) > max_bytes:
+        return Unreadable(
+            where,
+            f"{unit} {number}: text larger than SUMMARIZE_MAX_DOC_BYTES "
+            f"({len(encoded):,} bytes > {max_bytes:,})",
+            doc_id=doc_id,
+        )
+    return Text(
+        where,
+        text,
+        hashlib.sha256(encoded).hexdigest(),
+        len(encoded),
+        doc_id=doc_id,
+        metadata=meta,
+        instruction=instruction,
+        max_tokens=max_tokens,
+        file=where.rsplit(":", 1)[0],
+    )
+
+
+def _json(value: dict) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_plain)
+    text.encode("utf-8")  # a lone surrogate raises here
+    return text
+
+
+def _plain(value: object) -> str:
+    """A value JSON has no type for: a date or time as its ISO text, anything else as text."""
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)

@@ -25,7 +25,8 @@ from jobs import formats
 from jobs.documents import Unreadable
 from jobs.markup import MARKDOWN_SUFFIXES
 
-RECORD_SUFFIXES = (".jsonl", ".csv")  # each record a document (jobs/records.py)
+PARQUET = ".parquet"  # each row a document (jobs/parquet.py)
+RECORD_SUFFIXES = (".jsonl", ".csv", PARQUET)  # each record a document (jobs/records.py)
 SUFFIXES = (".txt", *MARKDOWN_SUFFIXES, *formats.SUFFIXES, *RECORD_SUFFIXES)
 
 OUTSIDE = (

@@ -16,18 +16,16 @@ source path is `FILE:LINE`, so submitting the file again finds the same rows.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 from collections.abc import Iterator
 
 from core.settings import MAX_SUMMARY_TOKENS
 from jobs import formats
-from jobs.documents import Text, Unreadable
+from jobs.documents import NESTED, Text, Unreadable, record_text
 from jobs.fields import Fields
 from jobs.folders import Found
 
 CHAT_URL = "/v1/chat/completions"
-NESTED = "nested too deeply to read (JSON arrays or objects inside each other a thousand deep)"
 
 
 def read(found: Found, max_bytes: int, fields: Fields):
@@ -255,7 +253,7 @@ def _record(record: dict, where: str, number: int, max_bytes: int, fields: Field
             where, f"line {number}: the id field {id_field!r} is not a string or a number"
         )
     rest = {k: v for k, v in record.items() if k not in (text, id_field)}
-    return _document(
+    return record_text(
         where,
         record[text],
         number,
@@ -308,7 +306,7 @@ def _request(record: dict, where: str, number: int, max_bytes: int):
             doc_id=custom_id,
         )
     instruction = "\n\n".join(s.strip() for s in system if s.strip()) or None
-    return _document(
+    return record_text(
         where,
         text,
         number,
@@ -329,63 +327,3 @@ def _content(content) -> str | None:
         if all(isinstance(t, str) for t in texts):
             return "\n\n".join(texts)
     return None
-
-
-def _document(
-    where,
-    text,
-    number,
-    max_bytes,
-    field,
-    *,
-    doc_id,
-    metadata=None,
-    instruction=None,
-    max_tokens=None,
-) -> Text | Unreadable:
-    if not isinstance(text, str):
-        return Unreadable(
-            where, f"line {number}: {field} is {type(text).__name__}, not text", doc_id=doc_id
-        )
-    text = text.replace("\r\n", "\n")
-    if not text.strip():
-        return Unreadable(where, f"line {number}: empty text: nothing to summarize", doc_id=doc_id)
-    if "\x00" in text:
-        return Unreadable(where, f"line {number}: the text holds NUL characters", doc_id=doc_id)
-    try:
-        encoded = text.encode("utf-8")
-        meta = _json(metadata) if metadata else None
-        (doc_id or "").encode("utf-8")
-        (instruction or "").encode("utf-8")
-    except UnicodeEncodeError:
-        return Unreadable(
-            where,
-            f"line {number}: holds a lone surrogate (\\ud8..), which is not text: fix the record",
-            doc_id=None,
-        )
-    except RecursionError:
-        return Unreadable(where, f"line {number}: {NESTED}", doc_id=doc_id)
-    if len(encoded) > max_bytes:
-        return Unreadable(
-            where,
-            f"line {number}: text larger than SUMMARIZE_MAX_DOC_BYTES "
-            f"({len(encoded):,} bytes > {max_bytes:,})",
-            doc_id=doc_id,
-        )
-    return Text(
-        where,
-        text,
-        hashlib.sha256(encoded).hexdigest(),
-        len(encoded),
-        doc_id=doc_id,
-        metadata=meta,
-        instruction=instruction,
-        max_tokens=max_tokens,
-        file=where.rsplit(":", 1)[0],
-    )
-
-
-def _json(value: dict) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    text.encode("utf-8")  # a lone surrogate raises here
-    return text

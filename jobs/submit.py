@@ -36,10 +36,11 @@ from core.tables import (
     results,
     utcnow,
 )
-from jobs import corpus, extraction, folders, formats, records
+from jobs import corpus, extraction, folders, formats, parquet, records
 from jobs.batches import check_batch
 from jobs.documents import Text, Unreadable
 from jobs.fields import DEFAULT_CHOICE, FieldChoice
+from jobs.folders import PARQUET
 from jobs.prompts import batch_spec, spec_of
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ def count_documents(paths: Iterable[str], follow_links: bool = False) -> int:
     file, and a record file's lines (a quick first pass; blank lines and CSV cells that span
     lines make it a little high)."""
     return sum(
-        records.estimate(found) if folders.holds_records(found.path) else 1
+        _reader(found.path).estimate(found) if folders.holds_records(found.path) else 1
         for found in folders.walk(paths, follow_links)
         if found.kind == "document"
     )
@@ -140,13 +141,18 @@ def _entries(paths, follow_links: bool, settings: Settings, fields, report: Subm
             report.problems += 1
             report.note(folders.shown(found.path), found.problem or "cannot be used")
         elif folders.holds_records(found.path) and not found.problem:
-            read = records.read(found, settings.max_doc_bytes, fields.of(found.path))
+            read = _reader(found.path).read(found, settings.max_doc_bytes, fields.of(found.path))
             yield _guarded(found, read)
         else:
             try:
                 yield corpus.load(found, settings.max_doc_bytes)
             except Exception as exc:  # noqa: BLE001 - one file must never stop the night
                 yield Unreadable(folders.shown(found.path), _failed(exc))
+
+
+def _reader(path: str):
+    """The module that reads a record file: Parquet's rows, or JSON lines' and CSV's records."""
+    return parquet if path.lower().endswith(PARQUET) else records
 
 
 def _guarded(found: folders.Found, items: Iterator[Text | Unreadable]):

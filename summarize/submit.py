@@ -33,14 +33,14 @@ OPTIONS = (
         "--text-field",
         multiple=True,
         metavar="[FILE=]NAME",
-        help="In .jsonl and .csv files: the field holding each record's text (default text); "
+        help="In .jsonl, .csv and .parquet files: the field holding each record's text (default text); "
         "repeat to try several in order; FILE=NAME for the record files named FILE.",
     ),
     click.option(
         "--id-field",
         multiple=True,
         metavar="[FILE=]NAME",
-        help="In .jsonl and .csv files: the field holding each record's id (results.doc_id; "
+        help="In .jsonl, .csv and .parquet files: the field holding each record's id (results.doc_id; "
         "default id), as --text-field.",
     ),
     click.option(
@@ -112,7 +112,7 @@ def submit(ctx, paths: tuple[str, ...], wait: bool, timeout, **options) -> None:
     """Queue the documents under PATHS for summarizing.
 
     Folders are walked recursively for .txt, .md, .html, .pdf and .docx files
-    (each a document) and .jsonl and .csv files (each record a document; an
+    (each a document) and .jsonl, .csv and .parquet files (each record a document; an
     OpenAI Batch input file is recognised by its custom_id lines). A document
     summarized before with the same model and prompt is answered from that
     summary instead of being queued again. With --wait, the exit status tells
