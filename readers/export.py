@@ -6,11 +6,16 @@ costs no more memory than exporting a hundred.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
 import re
+import sys
+import tempfile
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import TextIO
 
 import sqlalchemy as sa
@@ -166,3 +171,32 @@ def _plain(value):
     """Datetimes as ISO 8601 in UTC with its offset (`…+00:00`, as `status --json` and the
     dashboard give them); the csv module writes None as an empty field by itself."""
     return as_utc(value).isoformat() if isinstance(value, datetime) else value
+
+
+@contextlib.contextmanager
+def destination(output: Path | None, binary: bool):
+    """Standard output, or a temporary file beside `output` renamed to it once complete: a
+    failed export leaves no half-written file."""
+    if output is None:
+        yield sys.stdout.buffer if binary else sys.stdout
+        sys.stdout.flush()
+        return
+    folder = output.resolve().parent
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - renamed once closed, below
+        "wb" if binary else "w",
+        dir=folder,
+        prefix=f".{output.name}.",
+        delete=False,
+        **({} if binary else {"encoding": "utf-8", "newline": ""}),
+    )
+    try:
+        with handle:
+            yield handle
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(handle.name, 0o666 & ~umask)  # as a shell's `>` would make it
+        os.replace(handle.name, output)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(handle.name)
+        raise

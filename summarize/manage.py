@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -54,29 +55,43 @@ def known(db, batch: str) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "csv", "openai"]),
+    type=click.Choice(["jsonl", "csv", "openai", "parquet"]),
     default="jsonl",
     show_default=True,
-    help="openai: OpenAI Batch output lines (succeeded rows; with --errors-only, the error file).",
+    help="openai: OpenAI Batch output lines (succeeded rows; with --errors-only, the error "
+    "file); parquet: typed columns.",
 )
 @click.option("--errors-only", is_flag=True, help="Only failed, cancelled and expired rows.")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write to FILE, whole or not at all (a temporary file, then renamed), not to standard "
+    "output.",
+)
 @click.pass_context
-def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: bool) -> None:
+def results(
+    ctx, batch: str | None, status: str | None, fmt: str, errors_only: bool, output: Path | None
+) -> None:
     """Stream rows of the results table to standard output, one per line (or CSV).
 
     Rows stream in pages from the database, so a million rows need no more
-    memory than ten. jsonl and csv write every column of `results`. openai
-    writes what the OpenAI Batch API's output file holds (one line per
-    succeeded row: id, custom_id, response with status_code and a
-    chat.completion body); with --errors-only, what its error file holds.
+    memory than ten. jsonl and csv write every column of `results`; parquet
+    writes them with their types (integers, doubles, booleans, UTC
+    timestamps), for DuckDB, pandas or Spark. openai writes what the OpenAI
+    Batch API's output file holds (one line per succeeded row: id,
+    custom_id, response with status_code and a chat.completion body); with
+    --errors-only, what its error file holds.
 
     \b
     Example:
       summarize results --batch nightly-2026-11-29 --status failed --format csv > failed.csv
       summarize results --batch from-openai --format openai > output.jsonl
       summarize results --batch from-openai --format openai --errors-only > errors.jsonl
+      summarize results --batch nightly-2026-11-29 --format parquet --output night.parquet
     """
     from readers import export
+    from readers import parquet as columnar
 
     if status is not None and errors_only:
         raise click.UsageError("--status and --errors-only both given: use one of them.")
@@ -89,7 +104,19 @@ def results(ctx, batch: str | None, status: str | None, fmt: str, errors_only: b
         status = (Status.FAILED, *export.ENDED)  # and the rows a batch ended: cancelled, expired
     elif fmt == "openai" and status is None:
         status = Status.SUCCEEDED
-    export.write(export.rows(db, batch, status), sys.stdout, fmt, export.structured(db))
+    if output is not None and not output.resolve().parent.is_dir():
+        raise click.BadParameter(
+            f"{output.resolve().parent} is not a folder: make it first", param_hint="--output"
+        )
+    if fmt == "parquet" and output is None and sys.stdout.isatty():
+        raise click.UsageError("Parquet is binary: give --output FILE or redirect to a file.")
+    rows = export.rows(db, batch, status)
+    if fmt == "parquet":
+        with export.destination(output, binary=True) as out:
+            columnar.write(rows, out)
+        return
+    with export.destination(output, binary=False) as out:
+        export.write(rows, out, fmt, export.structured(db))
 
 
 @click.command("batches")

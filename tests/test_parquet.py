@@ -9,12 +9,18 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+import sqlalchemy as sa
 
+from core.tables import results
 from jobs import folders, parquet
 from jobs.documents import Text, Unreadable
 from jobs.fields import DEFAULT_FIELDS, Fields
 from jobs.submit import count_documents
-from tests.helpers import all_rows, run, summary_line
+from tests.fakes import FakeEngine
+from tests.helpers import all_rows, run, summarize_one, summary_line
+
+WAIT_S = 30
 
 MAX = 10_000
 
@@ -143,3 +149,72 @@ def test_submit_queues_each_row_and_a_second_submit_finds_the_same_rows(env, db,
         ("a", "queued"),
         ("b", "queued"),
     ]
+
+
+# -- results out -------------------------------------------------------------------------------
+
+
+def summarized(env, db, tmp_path, run_drain) -> None:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    table_file(folder / "news.parquet", {"id": ["a", "b"], "text": ["One.", "Two."], "n": [1, 2]})
+    assert run(env, "submit", str(folder), "--batch", "p").exit_code == 0
+    drain = run_drain(FakeEngine())
+    with db.connect() as conn:
+        keys = set(conn.execute(sa.select(results.c.result_key)).scalars())
+    assert {summarize_one(drain, key).result(WAIT_S).status for key in keys} == {"succeeded"}
+
+
+def test_results_as_parquet_have_every_column_with_its_type(env, db, tmp_path, run_drain):
+    summarized(env, db, tmp_path, run_drain)
+    out = tmp_path / "out" / "night.parquet"
+    out.parent.mkdir()
+
+    done = run(env, "results", "--batch", "p", "--format", "parquet", "--output", str(out))
+
+    assert done.exit_code == 0, done.output
+    table = pq.read_table(out)
+    assert table.schema.names == [c.name for c in results.columns]
+    types = {f.name: str(f.type) for f in table.schema}
+    assert (types["prompt_tokens"], types["repetition"], types["deduplicated"]) == (
+        "int64",
+        "double",
+        "bool",
+    )
+    assert types["created_at"] == types["finished_at"] == "timestamp[us, tz=UTC]"
+    got = sorted(table.to_pylist(), key=lambda row: row["doc_id"])
+    assert [(r["doc_id"], r["status"], r["summary"], r["metadata"]) for r in got] == [
+        ("a", "succeeded", "summary of 26 tokens", '{"n":1}'),
+        ("b", "succeeded", "summary of 26 tokens", '{"n":2}'),
+    ]
+    assert all(r["finished_at"].tzinfo is not None and r["completion_tokens"] == 4 for r in got)
+    assert [p.name for p in out.parent.iterdir()] == ["night.parquet"]  # no temporary left
+
+
+def test_an_export_that_fails_leaves_no_file_behind(env, db, tmp_path, run_drain, monkeypatch):
+    summarized(env, db, tmp_path, run_drain)
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def broken(rows, handle):
+        handle.write(b"PAR1 half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr("readers.parquet.write", broken)
+    with pytest.raises(OSError, match="disk full"):
+        run(env, "results", "--format", "parquet", "--output", str(out / "night.parquet"))
+
+    assert list(out.iterdir()) == []
+
+
+def test_output_takes_every_format_and_a_missing_folder_is_refused(env, db, tmp_path, run_drain):
+    summarized(env, db, tmp_path, run_drain)
+    printed = run(env, "results", "--batch", "p")
+
+    written = run(env, "results", "--batch", "p", "--output", str(tmp_path / "p.jsonl"))
+    nowhere = run(env, "results", "--output", str(tmp_path / "no" / "such" / "p.jsonl"))
+
+    assert written.exit_code == 0 and written.output == ""
+    assert (tmp_path / "p.jsonl").read_text() == printed.output
+    assert nowhere.exit_code == 2
+    assert "is not a folder: make it first" in nowhere.output
