@@ -58,7 +58,12 @@ def estimate(found: Found) -> int:
 
 
 def _opened(handle, path: str):
+    import pyarrow as pa
     import pyarrow.parquet as pq
+
+    # The C library's allocator hands freed batches back; pyarrow's own (mimalloc) keeps them:
+    # with it, a submit of a 200,000-row file peaked 40 MB higher.
+    pa.set_memory_pool(pa.system_memory_pool())
 
     try:
         return pq.ParquetFile(handle)
@@ -83,7 +88,9 @@ def _rows(table, path: str, max_bytes: int, named: Fields) -> Iterator[Text | Un
             continue
         row = first - 1
         try:
-            for batch in table.iter_batches(batch_size=BATCH_ROWS, row_groups=[group]):
+            for batch in table.iter_batches(
+                batch_size=BATCH_ROWS, row_groups=[group], use_threads=False
+            ):
                 for record in batch.to_pylist():
                     row += 1
                     yield _document(record, f"{path}:{row}", row, max_bytes, text, id_field)

@@ -42,6 +42,7 @@ def write(rows: Iterator[dict], out: BinaryIO) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    pa.set_memory_pool(pa.system_memory_pool())  # hands written groups' memory back
     shape = schema()
     times = [f.name for f in shape if pa.types.is_timestamp(f.type)]
     count = 0
