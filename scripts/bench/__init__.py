@@ -55,6 +55,9 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
             one OpenAI batch input file of the documents, each from start to exit, in turn,
             --peer-rounds times; the phases (start-up to the first document, generating,
             last write to exit) and the ratio of the walls
+  parquet   --parquet-rows records (1,000,000) as one Parquet file and as JSON lines,
+            each submitted (wall time, peak memory), then the batch drained by the instant
+            engine and exported with `results --format parquet` and `--format jsonl`
 
 It prints documents and output tokens per second for each mode, then one line of ratios:
 `pipeline/raw=… raw/hf=… pipeline/hf=…`. A mode named more than once runs that often, and its

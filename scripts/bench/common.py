@@ -175,17 +175,18 @@ def place(work: Path, name: str) -> dict:
 def submit_measured(folder: Path, env: dict, log: Path, cwd: Path = ROOT) -> dict:
     """`summarize submit` of the folder: wall seconds, and the peak of its memory with its
     extraction processes' (resident set sizes summed, sampled every 20 ms)."""
+    return measured([*SUMMARIZE, "submit", str(folder), "--batch", "bench"], env, log, cwd)
+
+
+def measured(command: list[str], env: dict, log: Path, cwd: Path = ROOT) -> dict:
+    """A command run to its end, its output to `log`: wall seconds, and the peak of its
+    memory with its children's, sampled (wait4's maximum would count the pages a forked
+    child shares with this process before it runs the command)."""
     import psutil
 
     started = time.perf_counter()
     with open(log, "wb") as sink:
-        process = subprocess.Popen(
-            [*SUMMARIZE, "submit", str(folder), "--batch", "bench"],
-            env=env,
-            cwd=cwd,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+        process = subprocess.Popen(command, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
         peak = [0]
         sampler = threading.Thread(target=_sample, args=(psutil.Process(process.pid), peak))
         sampler.start()
@@ -193,7 +194,7 @@ def submit_measured(folder: Path, env: dict, log: Path, cwd: Path = ROOT) -> dic
         sampler.join()
     seconds = time.perf_counter() - started
     if status != 0:
-        raise SystemExit(f"submit failed:\n{log.read_text()[-3000:]}")
+        raise SystemExit(f"{' '.join(command[3:5])} failed:\n{log.read_text()[-3000:]}")
     return {"seconds": seconds, "peak_tree_mb": peak[0] / 2**20}
 
 

@@ -27,6 +27,7 @@ MODES = {
     "pdfs": "pdfs",
     "readers": "readers",
     "peer": "peer",
+    "parquet": "parquet",
 }
 IN_A_CHILD = {"raw", "hf"}  # an engine of their own, in a process of their own
 CHILDREN = {
@@ -102,6 +103,9 @@ def main() -> None:
     parser.add_argument("--long-papers", type=int, default=20, help="long: how many papers")
     parser.add_argument(
         "--peer-rounds", type=int, default=2, help="peer: run-batch and summarize run, each N times"
+    )
+    parser.add_argument(
+        "--parquet-rows", type=int, default=1_000_000, help="parquet: how many records"
     )
     parser.add_argument("--pdfs-count", type=int, default=2000, help="pdfs: how many PDFs")
     parser.add_argument(
