@@ -65,6 +65,13 @@ def run(ctx, paths: tuple[str, ...], timeout, **options) -> None:
     settings = order.settings
     db = database.ready(settings)
     client = broker.connect(settings)  # refused now, not after the engine is built
+    if not _any_document(order):  # nothing to summarize: say so without loading a model
+        try:
+            queue_documents(order, db, client)
+        finally:
+            client.close()
+        _print_progress(progress.progress(db, order.batch))
+        return
     reading = _Reading(order, db)
     reading.start()
     started = time.monotonic()
@@ -97,6 +104,14 @@ def run(ctx, paths: tuple[str, ...], timeout, **options) -> None:
     if _timed_out(started, timeout):
         service.leave(errors.EXIT_DEADLINE)
     service.leave(status or 128 + signal.SIGINT)  # stopped (Ctrl-C, SIGTERM) before it was done
+
+
+def _any_document(order: Order) -> bool:
+    """Whether the paths hold a file to read (the walk stops at the first)."""
+    from jobs import folders
+
+    walked = folders.walk(order.paths, order.follow_links)
+    return any(found.kind == "document" for found in walked)
 
 
 def _timed_out(started: float, timeout: float | None) -> bool:

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.tables import results
-from tests.helpers import write
+from tests.helpers import summary_line, write
 from tests.stack import Worker, cli, copy_lee
 
 
@@ -91,6 +91,24 @@ def test_run_takes_submits_options_and_refuses_a_bad_one_before_loading_anything
     assert refused.returncode == 2
     assert "it is empty: write an instruction" in refused.stderr
     assert not (tmp_path / "data" / "summarize.db").exists()
+
+
+def test_paths_without_a_document_are_said_so_before_any_model_is_loaded(
+    tmp_path, redis_url, queue_name
+):
+    env = echo_env(tmp_path, redis_url, queue_name) | {"SUMMARIZE_MODEL": str(tmp_path / "none")}
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "photo.jpg").write_bytes(b"\xff\xd8")
+
+    missing = cli(env, "run", str(tmp_path / "nowhere"))
+    skipped = cli(env, "run", str(tmp_path / "notes"), "--batch", "empty")
+
+    assert missing.returncode == 1
+    assert "No path given could be used" in missing.stderr
+    assert skipped.returncode == 0, skipped.stderr
+    assert summary_line(skipped.stdout, "skipped") == 1
+    assert "0 of 0 finished: no documents" in skipped.stdout
+    assert "model" not in missing.stderr + skipped.stderr  # no engine was built
 
 
 @pytest.mark.engine
