@@ -61,36 +61,38 @@ def running_worker(env: dict, work: Path):
         shutil.rmtree(work, ignore_errors=True)
 
 
+VOCABULARY = [
+    "council",
+    "river",
+    "school",
+    "budget",
+    "storm",
+    "league",
+    "minister",
+    "harbour",
+    "bakery",
+    "museum",
+    "report",
+    "vote",
+    "road",
+    "library",
+    "hospital",
+    "market",
+    "festival",
+    "court",
+    "station",
+    "bridge",
+]  # generated documents' words
+
+
 def make_files(folder: Path, count: int, words: int = 40) -> None:
     """Small, distinct news-like documents in folders of 1,000."""
-    vocabulary = [
-        "council",
-        "river",
-        "school",
-        "budget",
-        "storm",
-        "league",
-        "minister",
-        "harbour",
-        "bakery",
-        "museum",
-        "report",
-        "vote",
-        "road",
-        "library",
-        "hospital",
-        "market",
-        "festival",
-        "court",
-        "station",
-        "bridge",
-    ]
     rng = random.Random(count)
     for i in range(count):
         sub = folder / f"{i // 1000:04d}"
         if i % 1000 == 0:
             sub.mkdir(parents=True)
-        body = " ".join(rng.choice(vocabulary) for _ in range(words))
+        body = " ".join(rng.choice(VOCABULARY) for _ in range(words))
         (sub / f"{i:07d}.txt").write_text(f"Document {i}. {body}.\n")
 
 

@@ -8,21 +8,7 @@ import random
 import shutil
 import subprocess
 
-from scripts.bench.common import SUMMARIZE, echo_place, measured, timed
-
-WORDS = [
-    "council",
-    "river",
-    "school",
-    "budget",
-    "storm",
-    "league",
-    "minister",
-    "harbour",
-    "bakery",
-    "museum",
-    "report",
-]
+from scripts.bench.common import SUMMARIZE, VOCABULARY, echo_place, measured, timed
 
 
 def run(args) -> dict:
@@ -77,7 +63,7 @@ def run(args) -> dict:
 def _record(i: int, rng: random.Random) -> dict:
     return {
         "id": f"r{i}",
-        "text": " ".join(rng.choice(WORDS) for _ in range(60)) + f" {i}.",
+        "text": " ".join(rng.choice(VOCABULARY) for _ in range(60)) + f" {i}.",
         "source": rng.choice(["wire", "desk", "blog"]),
         "words": 61,
     }
