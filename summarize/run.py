@@ -21,9 +21,9 @@ from readers.terminal import say
 from summarize.options import DAY_S, Seconds
 from summarize.submit import (
     Order,
-    _print_progress,
     exit_status,
     order_of,
+    print_progress,
     queue_documents,
     submit_options,
 )
@@ -70,7 +70,7 @@ def run(ctx, paths: tuple[str, ...], timeout, **options) -> None:
             queue_documents(order, db, client)
         finally:
             client.close()
-        _print_progress(progress.progress(db, order.batch))
+        print_progress(progress.progress(db, order.batch))
         return
     reading = _Reading(order, db)
     reading.start()
@@ -93,7 +93,7 @@ def run(ctx, paths: tuple[str, ...], timeout, **options) -> None:
     if reading.error is not None:
         raise reading.error
     final = progress.progress(db, order.batch)
-    _print_progress(final)
+    print_progress(final)
     if final.done:
         service.leave(exit_status(final))
     say(

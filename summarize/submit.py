@@ -143,7 +143,7 @@ def submit(ctx, paths: tuple[str, ...], wait: bool, timeout, **options) -> None:
         report = queue_documents(order, db, client)
         if wait:
             final = _wait(order.settings, db, client, order.batch, timeout, report.documents)
-            _print_progress(final)
+            print_progress(final)
             ctx.exit(exit_status(final))
 
 
@@ -378,6 +378,7 @@ def _shown(example: tuple[str, str]) -> str:
     return printable(f"{path!r}: {problem}")
 
 
-def _print_progress(progress) -> None:
+def print_progress(progress) -> None:
+    """A batch's final counts, one line: `N of M finished: …` (submit --wait, run)."""
     parts = ", ".join(f"{count:,} {status}" for status, count in sorted(progress.by_status.items()))
     say(f"{progress.finished:,} of {progress.total:,} finished: {parts or 'no documents'}")
