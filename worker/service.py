@@ -33,9 +33,8 @@ from worker.leases import Leases
 
 log = logging.getLogger("summarize.worker")
 
-UNTIL_EVERY_S = 0.2  # how often `until` is asked
+LOOK_EVERY_S = 0.2  # how often `until`, or a burst worker, looks whether to stop
 BURST_GRACE_S = 0.5  # how long the queue must stay empty before a burst worker leaves
-BURST_EVERY_S = 0.2  # how often a burst worker looks
 READY = "worker ready"  # logged once the consumer takes messages (tests and operators wait for it)
 
 
@@ -196,14 +195,14 @@ def _requeue_stranded(settings: Settings, db: sa.Engine, stop: threading.Event) 
 
 
 def _stop_when(done: Callable[[], bool]) -> None:
-    """Ask Celery to stop once `done()` says so (asked every UNTIL_EVERY_S)."""
+    """Ask Celery to stop once `done()` says so (asked every LOOK_EVERY_S)."""
     while True:
         try:
             if done():
                 break
         except Exception as exc:  # noqa: BLE001 - the database may be restarting: ask again
             log.warning("could not tell whether to stop: %s", exc)
-        time.sleep(UNTIL_EVERY_S)
+        time.sleep(LOOK_EVERY_S)
     _stop_celery()
 
 
@@ -221,7 +220,7 @@ def _stop_when_drained(settings: Settings, client: redis.Redis, drain) -> None:
     db = drain.recorder.db
     idle_since = None
     while True:
-        time.sleep(BURST_EVERY_S)
+        time.sleep(LOOK_EVERY_S)
         try:
             # Unacknowledged messages are in a worker's hands, or come back when it died.
             queued = redis_state.messages_in_redis(client, messages.home(settings))
