@@ -12,7 +12,7 @@ EXIT_ERROR = 1  # a setting or an input the user must fix
 EXIT_USAGE = 2  # click's own status for a bad command line
 EXIT_DOCUMENTS_FAILED = 3  # the batch finished, but some documents failed
 EXIT_DEADLINE = 4  # waited for the batch and the deadline passed first
-EXIT_UNREACHABLE = 5  # Redis or the database could not be reached
+EXIT_UNREACHABLE = 5  # Redis, the database or object storage could not be reached
 
 
 class SummarizeError(Exception):
@@ -39,6 +39,10 @@ class DatabaseUnavailable(UnreachableError):
     """The database did not answer."""
 
 
+class StorageUnavailable(UnreachableError):
+    """Object storage failed after retries, or refused (no such bucket, access denied)."""
+
+
 class NoDatabase(SummarizeError):
     """A command that reads the database found none: nothing was submitted there yet."""
 
@@ -49,3 +53,11 @@ class ModelMissing(SummarizeError):
 
 class EngineError(SummarizeError):
     """The engine could not be built with the profile asked for."""
+
+
+def described(exc: BaseException, longest: int = 300) -> str:
+    """An exception as one line a user can read: its type and the start of its message."""
+    message = " ".join(str(exc).split())
+    if len(message) > longest:
+        message = message[: longest - 1] + "…"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

@@ -7,6 +7,7 @@ cannot use is refused with a message that names the variable.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -126,6 +127,21 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
+def _storage_options(raw: str) -> dict[str, dict]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, dict) for k, v in value.items()
+    ):
+        raise ValueError(
+            "must be a JSON object of each protocol's fsspec options, such as "
+            '{"s3": {"endpoint_url": "http://127.0.0.1:9000"}}'
+        )
+    return {protocol.lower(): options for protocol, options in value.items()}
+
+
 def _path(raw: str) -> Path:
     return Path(raw).expanduser()
 
@@ -162,6 +178,11 @@ class Settings:
         default=1_000_000, metadata={"env": "MAX_DOC_BYTES", "parse": _whole(1, 1 << 30)}
     )
     keep_texts: bool = field(default=False, metadata={"env": "KEEP_TEXTS", "parse": _flag})
+    storage_options: dict = field(
+        default_factory=dict,
+        hash=False,  # a dict; settings are hashed as a cache key (core/producer.py)
+        metadata={"env": "STORAGE_OPTIONS", "parse": _storage_options, "secret": True},
+    )  # handed to fsspec for URLs a corpus is read from or results written to (jobs/objects.py)
     extract_processes: int = field(
         default_factory=_cores,
         metadata={"env": "EXTRACT_PROCESSES", "parse": _whole(1, 256)},
@@ -227,6 +248,8 @@ class Settings:
             try:
                 values[f.name] = f.metadata["parse"](raw)
             except ValueError as exc:
+                if f.metadata.get("secret"):
+                    raise SettingsError(f"{name} (not shown: it may hold secrets) {exc}.") from None
                 shown = redact_url(raw) if name.endswith("_URL") else raw
                 raise SettingsError(f"{name}={shown!r} {exc}.") from None
         prompt_file = env.get("SUMMARIZE_PROMPT_FILE")

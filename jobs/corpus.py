@@ -5,14 +5,40 @@ here; or saying plainly why it cannot be summarized."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
+from urllib.parse import unquote, urlsplit
 
-from jobs import formats
+from core.storage import is_url
+from jobs import folders, formats, objects
 from jobs.documents import Text, Unreadable
 from jobs.folders import Found, shown, stat_problem
 from jobs.markup import is_markdown, plain
+
+
+def found_in(
+    paths: Iterable[str], follow_links: bool = False, storage_options: dict | None = None
+) -> Iterator[Found]:
+    """Every file under the paths given, in their order: local files and folders (a file://
+    URL is one) walked by jobs/folders.py, other URLs listed by jobs/objects.py."""
+    given = (_local(str(path)) for path in paths)
+    for remote, group in itertools.groupby(given, key=is_url):
+        if not remote:
+            yield from folders.walk(group, follow_links)
+            continue
+        for url in group:
+            yield from objects.walk(url, storage_options or {})
+
+
+def _local(path: str) -> str:
+    """A file:// URL as the local path it names; any other path as given."""
+    if path[:7].lower() != "file://":
+        return path
+    parts = urlsplit(path)
+    return unquote(parts.path) if parts.netloc in ("", "localhost") else path
 
 
 @dataclass
@@ -51,12 +77,14 @@ def load(found: Found, max_bytes: int) -> Text | Unreadable | Container:
         return Unreadable(shown(found.path), found.problem)
     if reason := formats.refused(found.path):
         return Unreadable(shown(found.path), reason)
+    path = found.path
+    kind = formats.kind(path)
+    limit = formats.limit(path, max_bytes)
+    if found.size is not None and found.size > limit:  # an object: refused before it is fetched
+        return Unreadable(path, formats.too_large(found.size, limit, kind))
     handle = found.open()
     if isinstance(handle, Unreadable):
         return handle
-    path = found.path
-    kind = formats.kind(path)
-    limit = max_bytes * (formats.CONTAINER_FACTOR if kind in formats.CONTAINERS else 1)
     try:
         size = os.fstat(handle.fileno()).st_size
         if size > limit:

@@ -96,9 +96,17 @@ class Found:
     target: str | None = None
     root: _Root | None = field(default=None, repr=False, compare=False)
     parts: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    source: object = field(default=None, repr=False, compare=False)  # at a URL: jobs/objects.py
+
+    @property
+    def size(self) -> int | None:
+        """An object's size as its listing gave it; None for a local file (not stat'ed yet)."""
+        return getattr(self.source, "size", None)
 
     def open(self) -> BinaryIO | Unreadable:
         """The file open for reading, or why it is not read (see `open_regular`)."""
+        if self.source is not None:
+            return self.source.open(self.path)
         if self.root is None:
             return open_regular(self.path, self.target)
         if shown(self.path) != self.path:
@@ -210,7 +218,7 @@ def _look(
     inside = folder.root.beneath(target)
     if inside is None and not follow_links:
         refusal = OUTSIDE.format(target=target)
-        return Found(path, "document" if _is_document(path) else "problem", refusal)
+        return Found(path, "document" if is_document(path) else "problem", refusal)
     if not stat.S_ISDIR(info.st_mode):
         if inside is None:  # --follow-links: the file elsewhere, opened by its path
             return _classify(path, target)
@@ -231,7 +239,7 @@ def _inside(target: str, root: str) -> bool:
     return target == root or target.startswith(root.rstrip("/") + "/")
 
 
-def _is_document(path: str) -> bool:
+def is_document(path: str) -> bool:
     return path.lower().endswith(SUFFIXES)
 
 
@@ -243,7 +251,7 @@ def holds_records(path: str) -> bool:
 def _classify(
     path: str, target: str | None, root: _Root | None = None, parts: tuple[str, ...] = ()
 ) -> Found:
-    if _is_document(path):
+    if is_document(path):
         target = target if target != path else None
         return Found(path, "document", target=target, root=root, parts=parts)
     return Found(path, "skipped")

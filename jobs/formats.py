@@ -21,6 +21,8 @@ import os
 import re
 import zipfile
 
+from core.errors import described
+
 PAGE_SUFFIXES = (".html", ".htm")
 PDF_SUFFIXES = (".pdf",)
 WORD_SUFFIXES = (".docx",)
@@ -55,6 +57,12 @@ def kind(path: str) -> str | None:
     return None
 
 
+def limit(path: str, max_bytes: int) -> int:
+    """The most bytes a document file may have: SUMMARIZE_MAX_DOC_BYTES, or CONTAINER_FACTOR
+    times it for a PDF or Word file, which holds far more than its text."""
+    return max_bytes * (CONTAINER_FACTOR if kind(path) in CONTAINERS else 1)
+
+
 def refused(path: str) -> str | None:
     """Why a document of a kind summarize cannot read is refused; None for the others."""
     return REFUSED.get(os.path.splitext(path)[1].lower())
@@ -73,14 +81,6 @@ def text_of(kind_: str, raw: bytes, max_bytes: int) -> str:
     except Exception as exc:  # noqa: BLE001 - a hostile file may raise anything
         suffix = "; a .doc needs converting" if kind_ == "word" else ""
         raise NoText(f"not {WHAT[kind_]} that can be read ({described(exc)}){suffix}") from None
-
-
-def described(exc: BaseException, longest: int = 300) -> str:
-    """An exception as one line a user can read: its type and the start of its message."""
-    message = " ".join(str(exc).split())
-    if len(message) > longest:
-        message = message[: longest - 1] + "…"
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def load() -> dict[str, str | None]:

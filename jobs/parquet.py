@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from jobs import formats
+from core.errors import described
 from jobs.documents import Text, Unreadable, record_text
 from jobs.fields import Fields
 from jobs.folders import Found
@@ -68,7 +68,7 @@ def _opened(handle, path: str):
     try:
         return pq.ParquetFile(handle)
     except Exception as exc:  # noqa: BLE001 - whatever a damaged footer raises
-        return Unreadable(path, f"not a Parquet file that can be read ({formats.described(exc)})")
+        return Unreadable(path, f"not a Parquet file that can be read ({described(exc)})")
 
 
 def _rows(table, path: str, max_bytes: int, named: Fields) -> Iterator[Text | Unreadable]:
@@ -97,7 +97,7 @@ def _rows(table, path: str, max_bytes: int, named: Fields) -> Iterator[Text | Un
         except Exception as exc:  # noqa: BLE001 - a damaged row group: its rows fail, the rest go on
             yield Unreadable(
                 f"{path}:{row + 1}",
-                f"rows {row + 1:,} to {number:,}: cannot be read ({formats.described(exc)})",
+                f"rows {row + 1:,} to {number:,}: cannot be read ({described(exc)})",
             )
 
 

@@ -19,13 +19,14 @@ import csv
 import json
 from collections.abc import Iterator
 
+from core.errors import described
 from core.settings import MAX_SUMMARY_TOKENS
-from jobs import formats
 from jobs.documents import NESTED, Text, Unreadable, record_text
 from jobs.fields import Fields
 from jobs.folders import Found
 
 CHAT_URL = "/v1/chat/completions"
+SAMPLED_BYTES = 4 << 20  # of a large object, read to estimate its records
 
 
 def read(found: Found, max_bytes: int, fields: Fields):
@@ -44,15 +45,20 @@ def read(found: Found, max_bytes: int, fields: Fields):
 
 def estimate(found: Found) -> int:
     """How many records a file holds, about: its lines (less a CSV's header), counted in
-    blocks without parsing; 1 when it cannot be opened (its failure is one row)."""
+    blocks without parsing; 1 when it cannot be opened (its failure is one row). Of an object
+    larger than SAMPLED_BYTES, its first SAMPLED_BYTES' lines in proportion: it is not
+    downloaded twice."""
     handle = found.open()
     if isinstance(handle, Unreadable):
         return 1
-    lines, last = 0, b"\n"
+    lines, last, read = 0, b"\n", 0
+    sampled = found.size is not None and found.size > SAMPLED_BYTES
     with handle:
-        while block := handle.read(1 << 20):
+        while block := handle.read(SAMPLED_BYTES if sampled else 1 << 20):
             lines += block.count(b"\n")
-            last = block[-1:]
+            last, read = block[-1:], read + len(block)
+            if sampled:
+                return max(1, lines * found.size // read)
     lines += last != b"\n"  # a last line without its newline
     return max(1, lines - found.path.lower().endswith(".csv"))
 
@@ -83,7 +89,7 @@ def _jsonl(handle, path: str, max_bytes: int, fields: Fields) -> Iterator[Text |
             else:
                 yield _record(record, where, number, max_bytes, fields)
         except Exception as exc:  # noqa: BLE001 - one record must never stop the file
-            yield Unreadable(where, f"line {number}: cannot be read ({formats.described(exc)})")
+            yield Unreadable(where, f"line {number}: cannot be read ({described(exc)})")
 
 
 def _parsed(line: bytes) -> dict | str:

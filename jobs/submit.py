@@ -24,6 +24,7 @@ from core.database import (
     unavailable,
     vacuum_rollups,
 )
+from core.errors import described
 from core.prompt import SummarySpec, result_key
 from core.settings import Settings
 from core.tables import (
@@ -36,7 +37,7 @@ from core.tables import (
     results,
     utcnow,
 )
-from jobs import corpus, extraction, folders, formats, parquet, records
+from jobs import corpus, extraction, folders, objects, parquet, records
 from jobs.batches import check_batch
 from jobs.documents import Text, Unreadable
 from jobs.fields import DEFAULT_CHOICE, FieldChoice
@@ -76,13 +77,12 @@ class SubmitReport:
             self.examples.append((path, problem))
 
 
-def count_documents(paths: Iterable[str], follow_links: bool = False) -> int:
+def count_documents(paths: Iterable[str], follow_links=False, storage_options=None) -> int:
     """About how many documents a submit of `paths` will make, for its progress bar: one per
-    file, and a record file's lines (a quick first pass; blank lines and CSV cells that span
-    lines make it a little high)."""
+    file, and a record file's lines (a quick first pass that may be a little high)."""
     return sum(
         _reader(found.path).estimate(found) if folders.holds_records(found.path) else 1
-        for found in folders.walk(paths, follow_links)
+        for found in corpus.found_in(paths, follow_links, storage_options)
         if found.kind == "document"
     )
 
@@ -131,10 +131,10 @@ def submit(
 
 
 def _entries(paths, follow_links: bool, settings: Settings, fields, report: SubmitReport):
-    """What the walk finds, for `Extractors.in_order`: each file read or opened, a record
-    file as the stream of its records; paths that cannot be walked and files of other
-    kinds are counted here. Whatever one file raises is its own failed row."""
-    for found in folders.walk(paths, follow_links):
+    """What the walk finds, for `Extractors.in_order`: each file read or opened, a record file
+    as its records' stream; what is not a document is counted. One file's error is its row."""
+    found_in = corpus.found_in(paths, follow_links, settings.storage_options)
+    for found in objects.fetched(found_in, settings.max_doc_bytes):
         if found.kind == "skipped":
             report.skipped += 1
         elif found.kind == "problem":
@@ -169,7 +169,7 @@ def _guarded(found: folders.Found, items: Iterator[Text | Unreadable]):
 
 
 def _failed(exc: BaseException) -> str:
-    return f"could not be read ({formats.described(exc)})"
+    return f"could not be read ({described(exc)})"
 
 
 def _statistics(db: sa.Engine, report: SubmitReport, analyze_at: int) -> int:

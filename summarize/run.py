@@ -108,9 +108,9 @@ def run(ctx, paths: tuple[str, ...], timeout, **options) -> None:
 
 def _any_document(order: Order) -> bool:
     """Whether the paths hold a file to read (the walk stops at the first)."""
-    from jobs import folders
+    from jobs import corpus
 
-    walked = folders.walk(order.paths, order.follow_links)
+    walked = corpus.found_in(order.paths, order.follow_links, order.settings.storage_options)
     return any(found.kind == "document" for found in walked)
 
 

@@ -113,15 +113,18 @@ def submit(ctx, paths: tuple[str, ...], wait: bool, timeout, **options) -> None:
 
     Folders are walked recursively for .txt, .md, .html, .pdf and .docx files
     (each a document) and .jsonl, .csv and .parquet files (each record a document; an
-    OpenAI Batch input file is recognised by its custom_id lines). A document
+    OpenAI Batch input file is recognised by its custom_id lines). A PATH may be
+    a URL: s3://, gs://, az://, hf://, https:// (the storage's extra installed,
+    credentials as its library reads them, SUMMARIZE_STORAGE_OPTIONS). A document
     summarized before with the same model and prompt is answered from that
     summary instead of being queued again. With --wait, the exit status tells
     cron how it went: 0 every document succeeded, 3 some failed, 4 the timeout
-    passed, 5 Redis or the database was unreachable.
+    passed, 5 Redis, the database or the storage was unreachable.
 
     \b
     Example:
       summarize submit corpus/ --batch nightly-2026-11-29 --wait
+      summarize submit s3://team-corpus/news/2026-11-29/ --batch news-2026-11-29
       summarize submit tickets.csv --text-field body --id-field ticket
       summarize submit exports/ --text-field tickets.csv=body --text-field text
       summarize submit requests.jsonl --batch from-openai      # OpenAI Batch input
@@ -226,7 +229,9 @@ def queue_documents(order: Order, db, client, on_document=lambda: None):
     refused when no path given could be used. `on_document` runs after each document."""
     from jobs import submit as submitting
 
-    total = submitting.count_documents(order.paths, order.follow_links)
+    total = submitting.count_documents(
+        order.paths, order.follow_links, order.settings.storage_options
+    )
     with click.progressbar(
         length=total,
         label=f"Submitting {order.batch}",

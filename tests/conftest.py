@@ -104,6 +104,27 @@ def redis_server(tmp_path_factory) -> str:
     server.wait(10)
 
 
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """moto's S3 server (tests/services.py), started once for the session."""
+    from tests.services import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("s3") / "moto.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_server, monkeypatch):
+    """A new, empty bucket on the S3 server, with botocore's variables pointing at it in this
+    process (a CLI subprocess gets `bucket.env`)."""
+    from tests.services import Bucket
+
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    return Bucket.made(f"test-{uuid.uuid4().hex[:12]}", s3_server.env)
+
+
 @pytest.fixture
 def redis_url(redis_server) -> str:
     """A real Redis (see `redis_server`), database 15, emptied for each test."""

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
@@ -218,3 +219,84 @@ class TcpProxy:
     def close(self) -> None:
         self._closed = True
         self.cut()
+
+
+class S3Server:
+    """moto's standalone S3 server on loopback: a real S3 API (botocore and s3fs speak HTTP to
+    it) that keeps its buckets in memory."""
+
+    def __init__(self, log_path: Path):
+        self.port = free_port()
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What botocore reads: the endpoint, and credentials that moto accepts."""
+        return {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.port}",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+
+    def start(self) -> S3Server:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 1),
+            ):
+                return self
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise RuntimeError(f"moto_server did not start: see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@dataclass
+class Bucket:
+    """One bucket of the S3 server, through boto3."""
+
+    name: str
+    env: dict[str, str]
+    client: object
+
+    @classmethod
+    def made(cls, name: str, env: dict[str, str]) -> Bucket:
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name=env["AWS_DEFAULT_REGION"],
+        )
+        client.create_bucket(Bucket=name)
+        return cls(name, env, client)
+
+    def url(self, key: str = "") -> str:
+        return f"s3://{self.name}/{key}"
+
+    def put(self, key: str, body: str | bytes, **extra) -> None:
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        self.client.put_object(Bucket=self.name, Key=key, Body=data, **extra)
+
+    def get(self, key: str) -> bytes:
+        return self.client.get_object(Bucket=self.name, Key=key)["Body"].read()
+
+    def keys(self) -> list[str]:
+        listed = self.client.list_objects_v2(Bucket=self.name)
+        return sorted(item["Key"] for item in listed.get("Contents", []))
