@@ -1,6 +1,7 @@
 """Where a URL leads: the fsspec filesystem that reads or writes it (s3://, gs://, az://,
 hf://, http(s)://, …), with SUMMARIZE_STORAGE_OPTIONS, and the pip extra to install when
-its library is missing. Corpora are read from URLs by jobs/objects.py."""
+its library is missing. Corpora are read from URLs by jobs/objects.py, results written to
+them by readers/export.py."""
 
 from __future__ import annotations
 

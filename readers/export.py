@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import os
 import re
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +22,8 @@ from typing import TextIO
 
 import sqlalchemy as sa
 
+from core.errors import StorageUnavailable, described
+from core.storage import STORAGE_LIBRARIES, filesystem, is_url
 from core.tables import Status, batches, prompts, results
 from readers.views import as_utc
 
@@ -174,18 +178,22 @@ def _plain(value):
 
 
 @contextlib.contextmanager
-def destination(output: Path | None, binary: bool):
-    """Standard output, or a temporary file beside `output` renamed to it once complete: a
-    failed export leaves no half-written file."""
+def destination(output: str | None, binary: bool, storage_options: dict | None = None):
+    """Standard output, or `output` (a path or a URL) written whole or not at all: a
+    temporary file or object beside it, renamed or moved to it once complete."""
     if output is None:
         yield sys.stdout.buffer if binary else sys.stdout
         sys.stdout.flush()
         return
-    folder = output.resolve().parent
+    if is_url(output):
+        with _to_url(output, binary, storage_options or {}) as handle:
+            yield handle
+        return
+    target = Path(output)
     handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - renamed once closed, below
         "wb" if binary else "w",
-        dir=folder,
-        prefix=f".{output.name}.",
+        dir=target.resolve().parent,
+        prefix=f".{target.name}.",
         delete=False,
         **({} if binary else {"encoding": "utf-8", "newline": ""}),
     )
@@ -195,8 +203,41 @@ def destination(output: Path | None, binary: bool):
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(handle.name, 0o666 & ~umask)  # as a shell's `>` would make it
-        os.replace(handle.name, output)
+        os.replace(handle.name, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
         raise
+
+
+@contextlib.contextmanager
+def _to_url(url: str, binary: bool, storage_options: dict):
+    """An object written under a temporary name beside `url`, then moved to it: readers of
+    `url` never see half an export."""
+    fs, key = filesystem(url, storage_options)
+    folder, _, name = key.rstrip("/").rpartition("/")
+    temporary = f"{folder}/.{name}.{uuid.uuid4().hex}.partial"
+    try:
+        with fs.open(temporary, "wb") as raw:
+            if binary:
+                yield raw
+            else:
+                text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+                yield text
+                text.flush()
+                text.detach()  # the object is closed by its own `with`
+        fs.mv(temporary, key)
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            fs.rm(temporary)
+        if isinstance(exc, Exception) and _from_storage(exc):
+            raise StorageUnavailable(
+                f"Could not write {url} ({described(exc)}): nothing was written there; check "
+                "the bucket, the credentials and SUMMARIZE_STORAGE_OPTIONS."
+            ) from None
+        raise
+
+
+def _from_storage(exc: Exception) -> bool:
+    """An error of the storage library or the network, not of the export itself."""
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in STORAGE_LIBRARIES

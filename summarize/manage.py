@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from core.errors import SummarizeError
+from core.storage import is_url
 from core.tables import STATUSES, Status
 from readers.terminal import counted, say
 from summarize.options import DAY_S, LATEST, Seconds
@@ -64,14 +65,13 @@ def known(db, batch: str) -> None:
 @click.option("--errors-only", is_flag=True, help="Only failed, cancelled and expired rows.")
 @click.option(
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE",
-    help="Write to FILE, whole or not at all (a temporary file, then renamed), not to standard "
-    "output.",
+    metavar="FILE|URL",
+    help="Write to FILE or to an object-store URL (s3://bucket/key, ...), whole or not at all "
+    "(a temporary file or object, then renamed), not to standard output.",
 )
 @click.pass_context
 def results(
-    ctx, batch: str | None, status: str | None, fmt: str, errors_only: bool, output: Path | None
+    ctx, batch: str | None, status: str | None, fmt: str, errors_only: bool, output: str | None
 ) -> None:
     """Stream rows of the results table to standard output, one per line (or CSV).
 
@@ -89,13 +89,14 @@ def results(
       summarize results --batch from-openai --format openai > output.jsonl
       summarize results --batch from-openai --format openai --errors-only > errors.jsonl
       summarize results --batch nightly-2026-11-29 --format parquet --output night.parquet
+      summarize results --batch nightly-2026-11-29 --format parquet --output s3://team/night.parquet
     """
     from readers import export
     from readers import parquet as columnar
 
     if status is not None and errors_only:
         raise click.UsageError("--status and --errors-only both given: use one of them.")
-    _, db = database_of(ctx) if batch is not None else listed(ctx)
+    settings, db = database_of(ctx) if batch is not None else listed(ctx)
     if db is None:  # nothing submitted yet: nothing to export
         return
     if batch is not None:
@@ -104,18 +105,18 @@ def results(
         status = (Status.FAILED, *export.ENDED)  # and the rows a batch ended: cancelled, expired
     elif fmt == "openai" and status is None:
         status = Status.SUCCEEDED
-    if output is not None and not output.resolve().parent.is_dir():
-        raise click.BadParameter(
-            f"{output.resolve().parent} is not a folder: make it first", param_hint="--output"
-        )
+    folder = None if output is None or is_url(output) else Path(output).resolve().parent
+    if folder is not None and not folder.is_dir():
+        raise click.BadParameter(f"{folder} is not a folder: make it first", param_hint="--output")
     if fmt == "parquet" and output is None and sys.stdout.isatty():
         raise click.UsageError("Parquet is binary: give --output FILE or redirect to a file.")
     rows = export.rows(db, batch, status)
+    options = settings.storage_options
     if fmt == "parquet":
-        with export.destination(output, binary=True) as out:
+        with export.destination(output, binary=True, storage_options=options) as out:
             columnar.write(rows, out)
         return
-    with export.destination(output, binary=False) as out:
+    with export.destination(output, binary=False, storage_options=options) as out:
         export.write(rows, out, fmt, export.structured(db))
 
 

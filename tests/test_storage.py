@@ -23,6 +23,7 @@ from jobs.documents import Text, Unreadable
 from tests.documents import pdf_bytes
 from tests.helpers import all_rows, rows_by_name, run, summary_line
 from tests.services import free_port
+from tests.stack import cli
 
 NEWS = "The council met on Tuesday. It voted to build a new library by the river."
 
@@ -225,3 +226,78 @@ def test_a_large_record_object_is_counted_from_its_start_not_downloaded_twice(bu
     (found,) = corpus.found_in([bucket.url("big.jsonl")])
 
     assert 475 <= records.estimate(found) <= 525
+
+
+def test_results_are_written_to_a_url_whole_or_not_at_all(bucket, env, db, tmp_path):
+    bucket.put("in/a.txt", NEWS)
+    bucket.put("in/b.txt", "Second text. It is short.")
+    assert run(env, "submit", bucket.url("in/"), "--batch", "out").exit_code == 0
+
+    parquet = run(
+        env,
+        "results",
+        "--batch",
+        "out",
+        "--format",
+        "parquet",
+        "--output",
+        bucket.url("out/night.parquet"),
+    )
+    lines = run(env, "results", "--batch", "out", "--output", bucket.url("out/night.jsonl"))
+
+    assert parquet.exit_code == 0 and lines.exit_code == 0, parquet.output + lines.output
+    assert bucket.keys() == ["in/a.txt", "in/b.txt", "out/night.jsonl", "out/night.parquet"]
+    table = pq.read_table(io.BytesIO(bucket.get("out/night.parquet")))
+    assert sorted(table.column("source_path").to_pylist()) == [
+        bucket.url("in/a.txt"),
+        bucket.url("in/b.txt"),
+    ]
+    assert str(table.schema.field("created_at").type) == "timestamp[us, tz=UTC]"
+    exported = [json.loads(line) for line in bucket.get("out/night.jsonl").splitlines()]
+    assert sorted(row["source_path"] for row in exported) == sorted(
+        r.source_path for r in all_rows(db, "out")
+    )
+
+    refused = run(env, "results", "--batch", "out", "--output", "s3://no-such-bucket-here/x.jsonl")
+
+    assert refused.exit_code == errors.EXIT_UNREACHABLE
+    assert "Could not write s3://no-such-bucket-here/x.jsonl (FileNotFoundError" in refused.output
+    assert "nothing was written there" in refused.output
+
+
+def test_a_corpus_in_s3_runs_end_to_end_into_parquet_in_s3(bucket, tmp_path, redis_url, queue_name):
+    bucket.put("night/a.txt", "Alpha is first. Then beta.")
+    bucket.put("night/b.md", "Gamma rays are bright! Delta follows.")
+    bucket.put("night/c.jsonl", '{"id": "c1", "text": "Epsilon ends it. Zeta."}\n')
+    env = bucket.env | {
+        "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
+        "SUMMARIZE_BROKER_URL": redis_url,
+        "SUMMARIZE_QUEUE": queue_name,
+        "SUMMARIZE_MODEL": "echo",
+    }
+
+    done = cli(env, "run", bucket.url("night/"), "--batch", "night", timeout_s=120)
+    again = cli(env, "run", bucket.url("night/"), "--batch", "night", timeout_s=120)
+    out = cli(
+        env,
+        "results",
+        "--batch",
+        "night",
+        "--format",
+        "parquet",
+        "--output",
+        bucket.url("out/night.parquet"),
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "3 of 3 finished: 3 succeeded" in done.stdout
+    assert (
+        again.returncode == 0 and summary_line(again.stderr + again.stdout, "already in batch") == 3
+    )
+    assert out.returncode == 0, out.stderr
+    table = pq.read_table(io.BytesIO(bucket.get("out/night.parquet"))).to_pylist()
+    assert sorted((row["source_path"], row["summary"]) for row in table) == [
+        (bucket.url("night/a.txt"), "Alpha is first."),
+        (bucket.url("night/b.md"), "Gamma rays are bright!"),
+        (bucket.url("night/c.jsonl:1"), "Epsilon ends it."),
+    ]
