@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -54,7 +55,7 @@ def test_redis_down_exits_5_and_says_what_to_do(env, tmp_path):
     done = nightly(env | {"SUMMARIZE_BROKER_URL": "redis://127.0.0.1:1/0"}, str(tmp_path / "in"))
     assert done.returncode == 5
     assert "Error: Redis is not reachable at redis://127.0.0.1:1/0" in done.stderr
-    assert "Redis or the database could not be reached" in done.stderr
+    assert "Redis, the database or object storage could not be reached" in done.stderr
 
 
 def test_running_twice_the_same_night_does_no_work_twice(env, tmp_path):
@@ -83,3 +84,51 @@ def test_every_other_option_is_passed_to_submit(env, tmp_path):
     assert done.returncode == 3, done.stderr
     assert "line 2: empty text: nothing to summarize" in done.stderr
     assert "no column 'text'" not in done.stderr
+
+
+def test_a_finished_batch_is_handed_to_a_url_and_a_refused_one_exits_5(env, tmp_path, bucket):
+    write(tmp_path / "in", "empty.txt", "")
+    env = env | bucket.env
+    tonight = f"nightly-{date.today():%Y-%m-%d}"
+
+    done = nightly(
+        env,
+        str(tmp_path / "in"),
+        "--export-to",
+        bucket.url("out/{batch}.jsonl"),
+        "--export-format",
+        "jsonl",
+    )
+    refused = nightly(
+        env, str(tmp_path / "in"), "--export-to", "s3://no-such-bucket-here/{batch}.csv"
+    )
+
+    assert done.returncode == 3, done.stderr
+    assert (
+        f"{tonight}: results written to {bucket.url(f'out/{tonight}.jsonl')} (jsonl)" in done.stderr
+    )
+    (row,) = [json.loads(line) for line in bucket.get(f"out/{tonight}.jsonl").splitlines()]
+    assert (row["source_path"], row["status"]) == (str(tmp_path / "in" / "empty.txt"), "failed")
+    assert refused.returncode == 5
+    assert "Could not write s3://no-such-bucket-here/" in refused.stderr
+    assert (
+        f"{tonight}: the export to s3://no-such-bucket-here/{tonight}.csv failed (exit 5)"
+        in refused.stderr
+    )
+    assert bucket.keys() == [f"out/{tonight}.jsonl"]
+
+
+def test_a_batch_past_its_deadline_is_not_exported(env, tmp_path, bucket):
+    write(tmp_path / "in", "a.txt", "No worker runs tonight.")
+
+    done = nightly(
+        env | bucket.env,
+        str(tmp_path / "in"),
+        "--deadline",
+        "1s",
+        "--export-to",
+        bucket.url("x.parquet"),
+    )
+
+    assert done.returncode == 4
+    assert bucket.keys() == []
