@@ -58,6 +58,9 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
   parquet   --parquet-rows records (1,000,000) as one Parquet file and as JSON lines,
             each submitted (wall time, peak memory), then the batch drained by the instant
             engine and exported with `results --format parquet` and `--format jsonl`
+  s3        --s3-objects text files (20,000) submitted from a local folder and as objects of
+            a bucket of moto's S3 server on loopback, in turn (--s3-rounds, 2), each into a
+            database of its own: wall time, peak memory, the ratio of the rates
 
 It prints documents and output tokens per second for each mode, then one line of ratios:
 `pipeline/raw=… raw/hf=… pipeline/hf=…`. A mode named more than once runs that often, and its

@@ -28,6 +28,7 @@ MODES = {
     "readers": "readers",
     "peer": "peer",
     "parquet": "parquet",
+    "s3": "objects",
 }
 IN_A_CHILD = {"raw", "hf"}  # an engine of their own, in a process of their own
 CHILDREN = {
@@ -108,6 +109,8 @@ def main() -> None:
         "--parquet-rows", type=int, default=1_000_000, help="parquet: how many records"
     )
     parser.add_argument("--pdfs-count", type=int, default=2000, help="pdfs: how many PDFs")
+    parser.add_argument("--s3-objects", type=int, default=20_000, help="s3: how many objects")
+    parser.add_argument("--s3-rounds", type=int, default=2, help="s3: submits of each, in turn")
     parser.add_argument(
         "--baseline-tree",
         type=Path,
