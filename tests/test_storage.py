@@ -219,6 +219,18 @@ def test_an_object_that_fails_for_a_while_is_fetched_again_and_one_that_keeps_fa
     assert loaded[1].body == "Read at the second try."
 
 
+def test_an_object_removed_after_it_was_listed_is_a_row_that_says_so(flaky):
+    flaky.pipe("/docs/gone.txt", b"Listed, then deleted.")
+    listed = list(corpus.found_in(["flaky://docs/"]))
+    flaky.rm("/docs/gone.txt")
+
+    (gone,) = [corpus.load(found, 1000) for found in objects.fetched(listed, 1000)]
+
+    assert gone == Unreadable(
+        "flaky:///docs/gone.txt", "does not exist (removed since it was listed?)"
+    )
+
+
 def test_a_large_record_object_is_counted_from_its_start_not_downloaded_twice(bucket, monkeypatch):
     monkeypatch.setattr(records, "SAMPLED_BYTES", 1000)
     lines = "".join(json.dumps({"text": f"Record {i:04d}."}) + "\n" for i in range(500))
