@@ -11,20 +11,27 @@ from core.errors import SummarizeError
 from core.files import read_named
 from core.prompt import SummarySpec
 from core.settings import Settings
+from jobs import schemas
 from jobs.documents import Text
 
 
 def batch_spec(settings: Settings, schema: dict | None = None) -> SummarySpec:
-    """The batch's spec; with a JSON schema, the instruction asks for JSON of it and no
-    sentence limit applies (a full stop inside a JSON string must not end it)."""
+    """The batch's spec; with a JSON schema, the instruction asks for JSON of it, no sentence
+    limit applies (a full stop inside a JSON string must not end it), every string and array
+    is bounded, and the summary has room for the longest answer (jobs/schemas.py) unless
+    SUMMARIZE_MAX_TOKENS or --max-tokens sets its length."""
     if schema is None:
         instruction = settings.instruction
         return SummarySpec(
             instruction, settings.summary_max_tokens, settings.sentences_for(instruction)
         )
+    schema = schemas.bounded(schema)
     text = json.dumps(schema, ensure_ascii=False, sort_keys=True)
     instruction = f"{settings.instruction}\n\n{SCHEMA_NOTE}"
-    return SummarySpec(instruction, settings.summary_max_tokens, None, text)
+    length = settings.summary_max_tokens
+    if settings.max_tokens is None:  # at most half the context: the document needs the rest
+        length = max(length, min(schemas.room(schema), settings.profile.max_model_len // 2))
+    return SummarySpec(instruction, length, None, text)
 
 
 def spec_of(item: Text, batch: SummarySpec, settings: Settings) -> SummarySpec:

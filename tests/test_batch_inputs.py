@@ -260,9 +260,11 @@ def test_an_openai_batch_file_comes_back_as_openai_batch_output_and_error_files(
     assert lines[0]["response"]["body"]["usage"]["prompt_tokens"] == 2 + 1 + 8
 
 
-SCHEMA = {
+SCHEMA = {  # bounded as it is: stored as given (jobs/schemas.py)
     "type": "object",
-    "properties": {"points": {"type": "array", "items": {"type": "string"}}},
+    "properties": {
+        "points": {"type": "array", "items": {"type": "string", "maxLength": 60}, "maxItems": 3}
+    },
 }
 
 

@@ -88,3 +88,51 @@ def test_an_instruction_that_leaves_no_room_for_text_is_refused_with_the_fix():
     work = Work("k", SummarySpec("word " * 40, 20), engine, lambda: "1")
     with pytest.raises(DocumentTooLong, match="lower SUMMARIZE_MAX_TOKENS"):
         work.start("some text " * 50)
+
+
+def _json_finished(request, text: str, reason: str) -> Finished:
+    return Finished(request.request_id, text, len(request.prompt_ids), 7, 0, reason)
+
+
+def test_json_cut_before_it_closes_is_generated_again_with_twice_the_room():
+    engine = FakeEngine(max_model_len=100)
+    work = Work("k", SummarySpec("summarize", 20, None, '{"type": "object"}'), engine, lambda: "r")
+    (first,) = work.start("a short text")
+
+    (again,) = work.finish(_json_finished(first, '{"key_points": ["The council me', "length"))
+    done = work.finish(_json_finished(again, '{"key_points": ["The council met."]}', "stop"))
+
+    assert (again.prompt_ids, again.spec.max_tokens, again.loop_breaking) == (
+        first.prompt_ids,
+        40,
+        False,
+    )
+    assert done == [] and work.result.text == '{"key_points": ["The council met."]}'
+    assert work.completion_tokens == 14
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "room"),
+    [
+        ('{"key_points": ["The council met."]}', "length", 100),  # cut, but whole: kept
+        ('{"key_points": ["The council me', "stop", 100),  # not cut: not the length's fault
+        ('{"key_points": ["The council me', "length", 27),  # no more room: 7 + 20 fill 27
+    ],
+)
+def test_json_is_generated_again_only_when_cut_open_and_there_is_room(text, reason, room):
+    engine = FakeEngine(max_model_len=room)
+    work = Work("k", SummarySpec("summarize", 20, None, '{"type": "object"}'), engine, lambda: "r")
+    (first,) = work.start("a short text")
+
+    assert work.finish(_json_finished(first, text, reason)) == []
+    assert work.result.text == text
+
+
+def test_json_cut_open_twice_is_kept_as_it_came():
+    engine = FakeEngine(max_model_len=200)
+    work = Work("k", SummarySpec("summarize", 20, None, '{"type": "object"}'), engine, lambda: "r")
+    (first,) = work.start("a short text")
+    (again,) = work.finish(_json_finished(first, '{"a": "b', "length"))
+
+    assert work.finish(_json_finished(again, '{"a": "bbbb', "length")) == []
+    assert work.result.text == '{"a": "bbbb'

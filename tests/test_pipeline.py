@@ -303,8 +303,7 @@ def test_every_kind_of_input_is_summarized_by_the_real_model_each_batch_with_its
     assert bullets.returncode == 0, bullets.stderr
     news = copy_lee(tmp_path / "news", 10, 3)
     schema_file = Path(__file__).resolve().parents[1] / "samples" / "schemas" / "key-points.json"
-    structured = cli(env, "submit", str(news), "--batch", "json", "--schema", str(schema_file),
-                     "--max-tokens", "400")  # fmt: skip
+    structured = cli(env, "submit", str(news), "--batch", "json", "--schema", str(schema_file))
     assert structured.returncode == 0, structured.stderr
     port = free_port()
     watched = env | {"SUMMARIZE_METRICS_PORT": str(port)}
@@ -369,7 +368,8 @@ def test_every_kind_of_input_is_summarized_by_the_real_model_each_batch_with_its
     written = max(s.get(succeeded, 0.0) for s in scrapes)
     assert 0 < written <= len(rows)
 
-    # Under --schema every summary is JSON valid under the schema, exported as an object.
+    # Under --schema, at default settings, every summary is JSON valid under the schema,
+    # exported as an object.
     import jsonschema
 
     schema = json.loads(schema_file.read_text())

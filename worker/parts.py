@@ -6,11 +6,14 @@ same wave as everyone else's, then are combined by a second pass (and a third,
 if the combined summaries are still too long), up to MAX_LEVELS.
 
 A final summary that loops (core/quality.py) is generated once more from the same
-prompt with the settings that break loops; if it still loops, it is kept, flagged.
+prompt with the settings that break loops; if it still loops, it is kept, flagged. A JSON
+summary (a --schema batch) cut at its length before its JSON closed is generated once more
+with twice the room, as far as the context allows.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -105,9 +108,10 @@ class Work:
         if self._pending:
             return []
         if len(self._texts) == 1:
-            if not self.regenerated and not self.spec.schema and loops(finished.text):
+            again = [] if self.regenerated else self._again(finished)
+            if again:
                 self.regenerated = True
-                return self._issue(self._prompts, loop_breaking=True)
+                return again
             self.result = finished
             return []
         self.level += 1
@@ -118,6 +122,18 @@ class Work:
             )
         combined = "\n\n".join(text or "" for text in self._texts)
         return self._plan(combined, self.spec.instruction + COMBINE_NOTE)
+
+    def _again(self, finished: Finished) -> list[Request]:
+        """The final summary's requests once more, if it looped or its JSON was cut open."""
+        if not self.spec.schema:
+            return self._issue(self._prompts, loop_breaking=True) if loops(finished.text) else []
+        if finished.finish_reason != "length" or _closes(finished.text):
+            return []
+        room = self.engine.max_model_len - len(self._prompts[0])
+        longer = min(2 * self.spec.max_tokens, room)
+        if longer <= self.spec.max_tokens:
+            return []
+        return self._issue(self._prompts, spec=replace(self.spec, max_tokens=longer))
 
     def _plan(self, text: str, instruction: str) -> list[Request]:
         limit = self.engine.max_model_len - self.spec.max_tokens
@@ -158,13 +174,25 @@ class Work:
     def _part_spec(self) -> SummarySpec:
         return replace(self.spec, schema=None) if self.spec.schema else self.spec
 
-    def _issue(self, prompts: list[list[int]], loop_breaking: bool = False) -> list[Request]:
+    def _issue(
+        self, prompts: list[list[int]], loop_breaking: bool = False, spec: SummarySpec | None = None
+    ) -> list[Request]:
         self._texts = [None] * len(prompts)
         self._prompts = prompts
         requests = []
-        spec = self.spec if len(prompts) == 1 else self._part_spec  # one: the final summary
+        if spec is None:
+            spec = self.spec if len(prompts) == 1 else self._part_spec  # one: the final summary
         for slot, prompt in enumerate(prompts):
             request = Request(self.new_id(), prompt, spec, loop_breaking)
             self._pending[request.request_id] = slot
             requests.append(request)
         return requests
+
+
+def _closes(text: str) -> bool:
+    """Whether a JSON summary is whole: it parses."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

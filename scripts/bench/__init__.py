@@ -61,6 +61,9 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
   s3        --s3-objects text files (20,000) submitted from a local folder and as objects of
             a bucket of moto's S3 server on loopback, in turn (--s3-rounds, 2), each into a
             database of its own: wall time, peak memory, the ratio of the rates
+  schema    the corpus (the first --docs) through `summarize run --schema` (--schema,
+            samples/schemas/key-points.json) with the real engine and default settings: how
+            many summaries parse as JSON and validate against the schema, how many were cut
 
 It prints documents and output tokens per second for each mode, then one line of ratios:
 `pipeline/raw=… raw/hf=… pipeline/hf=…`. A mode named more than once runs that often, and its

@@ -29,6 +29,7 @@ MODES = {
     "peer": "peer",
     "parquet": "parquet",
     "s3": "objects",
+    "schema": "schema",
 }
 IN_A_CHILD = {"raw", "hf"}  # an engine of their own, in a process of their own
 CHILDREN = {
@@ -111,6 +112,9 @@ def main() -> None:
     parser.add_argument("--pdfs-count", type=int, default=2000, help="pdfs: how many PDFs")
     parser.add_argument("--s3-objects", type=int, default=20_000, help="s3: how many objects")
     parser.add_argument("--s3-rounds", type=int, default=2, help="s3: submits of each, in turn")
+    parser.add_argument(
+        "--schema", help="schema: the JSON schema (samples/schemas/key-points.json)"
+    )
     parser.add_argument(
         "--baseline-tree",
         type=Path,
