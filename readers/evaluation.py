@@ -119,9 +119,22 @@ def evaluate(db: sa.Engine, batch: str, lines: Iterable[str], text_of: TextOf) -
 
     `text_of` finds a document's text when the database dropped it (see TextOf)."""
     references, problems = read_references(lines)
-    rows, more = _match(db, batch, references)
-    problems += more
-    scored = []  # (reference, row, text)
+    scored, more = summarized(db, batch, references, text_of)
+    found = Evaluation(batch, problems=sorted(problems + more, key=lambda p: p.line))
+    if scored:
+        found.documents = len(scored)
+        found.summaries, found.lead, found.lead_words = score(
+            [(ref.texts, row.summary, text) for ref, row, text in scored]
+        )
+        found.signals = _signals([row for _, row, _ in scored])
+    return found
+
+
+def summarized(db: sa.Engine, batch: str, references: list[Reference], text_of: TextOf):
+    """The references whose documents the batch summarized, as (reference, row, text), and
+    the problems of the others."""
+    rows, problems = _match(db, batch, references)
+    scored = []
     for reference, row in rows:
         if row.status != Status.SUCCEEDED or row.summary is None:
             why = f": {row.error}" if row.error else ""
@@ -134,28 +147,33 @@ def evaluate(db: sa.Engine, batch: str, lines: Iterable[str], text_of: TextOf) -
             problems.append(text)
             continue
         scored.append((reference, row, text))
-    found = Evaluation(batch, problems=sorted(problems, key=lambda p: p.line))
-    if scored:
-        found.documents = len(scored)
-        found.summaries, found.lead, found.lead_words = score(
-            [(ref.texts, row.summary, text) for ref, row, text in scored]
-        )
-        found.signals = _signals([row for _, row, _ in scored])
-    return found
+    return scored, problems
 
 
 def score(items: list[tuple[tuple[str, ...], str, str]]):
     """Mean ROUGE F-measures of the summaries and of the lead, and the lead's length in words,
     for (references, summary, document text) triples."""
+    lead_words = lead_length([summary for _, summary, _ in items])
+    summaries = each_score([(references, summary) for references, summary, _ in items])
+    leads = each_score([(references, lead(text, lead_words)) for references, _, text in items])
+    return means(summaries), means(leads), lead_words
+
+
+def lead_length(summaries: list[str]) -> int:
+    """The lead baseline's length: the summaries' mean length in words."""
+    return max(1, round(sum(len(_words(s)) for s in summaries) / len(summaries)))
+
+
+def each_score(pairs: list[tuple[tuple[str, ...], str]]) -> list[dict[str, float]]:
+    """Each (references, text) pair's ROUGE F-measures (against several, the best)."""
     from rouge_score.rouge_scorer import RougeScorer
 
     scorer = RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
-    lead_words = max(1, round(sum(len(_words(s)) for _, s, _ in items) / len(items)))
-    summaries, leads = [], []
-    for references, summary, text in items:
-        summaries.append(scorer.score_multi(list(references), summary))
-        leads.append(scorer.score_multi(list(references), lead(text, lead_words)))
-    return _means(summaries), _means(leads), lead_words
+    found = []
+    for references, text in pairs:
+        scores = scorer.score_multi(list(references), text)
+        found.append({kind: scores[kind].fmeasure for kind in ROUGE_TYPES})
+    return found
 
 
 def lead(text: str, words: int) -> str:
@@ -172,8 +190,8 @@ def _words(text: str) -> list[str]:
     return [w for s in sentences(text) for w in s]
 
 
-def _means(scores: list[dict]) -> dict[str, float]:
-    return {kind: sum(s[kind].fmeasure for s in scores) / len(scores) for kind in ROUGE_TYPES}
+def means(scores: list[dict[str, float]]) -> dict[str, float]:
+    return {kind: sum(s[kind] for s in scores) / len(scores) for kind in ROUGE_TYPES}
 
 
 def _signals(rows: list) -> dict[str, float | None]:

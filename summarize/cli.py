@@ -20,6 +20,7 @@ from core.settings import Settings
 from readers.terminal import printable, say
 from summarize.dashboard import dashboard
 from summarize.doctor import doctor
+from summarize.evaluate import evaluate
 from summarize.manage import COMMANDS as MANAGE_COMMANDS
 from summarize.run import run
 from summarize.submit import submit
@@ -161,7 +162,7 @@ def db_upgrade(ctx) -> None:
     say(f"The database at {database.describe(settings)} is at the newest schema.")
 
 
-for _command in (submit, run, *MANAGE_COMMANDS, doctor, dashboard):
+for _command in (submit, run, *MANAGE_COMMANDS, evaluate, doctor, dashboard):
     main.add_command(_command)
 
 

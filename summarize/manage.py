@@ -6,7 +6,6 @@ Registered on the `summarize` group by summarize/cli.py; errors cross into the C
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -253,64 +252,6 @@ def purge(ctx, before, batch: str | None) -> None:
         say(f"Batch {batch} still has queued or running rows: they were kept.")
 
 
-@click.command("eval")
-@click.argument("batch")
-@click.option(
-    "--references",
-    "references",
-    required=True,
-    type=click.File("r", encoding="utf-8"),
-    metavar="FILE",
-    help='JSONL: {"source_path": ..., "reference": ...} a line ("references": [...] for several).',
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.pass_context
-def evaluate(ctx, batch: str, references, as_json: bool) -> None:
-    """Score a batch's summaries against reference summaries, beside a lead baseline.
-
-    Prints ROUGE-1, ROUGE-2 and ROUGE-L F-measures (with stemming) of the
-    summaries and of the documents' first sentences cut to the summaries' mean
-    length, on the same documents, with the means of the quality signals. A
-    line names its document by the path as submitted, or by the file's name
-    when no other document of the batch has it. Lines that match no summary
-    are listed on standard error; the rest are scored.
-
-    \b
-    Example:
-      summarize eval nightly-2026-11-29 --references labelled.jsonl --json
-    """
-    from readers import evaluation
-
-    settings, db = database_of(ctx)
-    known(db, batch)
-    found = evaluation.evaluate(db, batch, references, _text_of(settings))
-    for problem in found.problems:
-        say(f"{references.name}: {problem}", err=True)
-    if not found.documents:
-        raise SummarizeError(
-            f"No line of {references.name} names a summarized document of {batch}: name each "
-            "by its path as submitted (see `summarize results --batch NAME`) or its file name."
-        )
-    if as_json:
-        click.echo(json.dumps(found.as_json(), indent=2))
-    else:
-        say(evaluation.report(found))
-
-
-def _text_of(settings):
-    """A document's text read again from its file, if it is still the text summarized."""
-    from jobs import corpus
-    from jobs.documents import Text
-
-    def text_of(path: str, content_hash: str) -> str | None:
-        read = corpus.read(path, settings.max_doc_bytes)
-        if isinstance(read, Text) and read.content_hash == content_hash:
-            return read.body
-        return None
-
-    return text_of
-
-
 @click.command()
 @click.argument("batch", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -388,4 +329,4 @@ def requeue_command(ctx, batch: str | None, older_than_s: float) -> None:
     )
 
 
-COMMANDS = (status, results, batches_command, retry, cancel, purge, evaluate, requeue_command)
+COMMANDS = (status, results, batches_command, retry, cancel, purge, requeue_command)

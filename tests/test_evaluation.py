@@ -196,3 +196,86 @@ def test_reference_lines_are_read_one_by_one():
     assert [str(p) for p in problems] == [
         'line 3: no "source_path": name the document as submitted, or its file'
     ]
+
+
+def _set_summaries(db, batch: str, summaries: dict[str, str]) -> None:
+    """Give the batch's rows these summaries, by file name (as another model would have)."""
+    with db.begin() as conn:
+        for name, summary in summaries.items():
+            conn.execute(
+                results.update()
+                .where(results.c.batch == batch, results.c.source_path.like(f"%/{name}"))
+                .values(summary=summary)
+            )
+
+
+def compare(env, tmp_path, batches: list[str], *records, json_out=True):
+    references = tmp_path / "references.jsonl"
+    references.write_text(lines(*records), encoding="utf-8")
+    result = run(
+        env, "eval", *batches, "--references", str(references), *(["--json"] if json_out else [])
+    )
+    assert result.exit_code == 0, result.output
+    return (json.loads(result.stdout) if json_out else result.stdout), result.stderr.splitlines()
+
+
+def test_batches_are_compared_on_the_same_documents_with_a_paired_interval(
+    env, settings, db, tmp_path
+):
+    facts = [
+        f"Town {i} opened a new bridge on Monday. Traffic fell by {i} percent." for i in range(12)
+    ]
+    for i, fact in enumerate(facts):
+        write(tmp_path / "in", f"doc{i:02d}.txt", fact + " The mayor spoke. Rain fell later.")
+    summarized(env, settings, db, tmp_path / "in", batch="small-model")
+    summarized(env, settings, db, tmp_path / "in", batch="big-model")
+    _set_summaries(db, "small-model", {f"doc{i:02d}.txt": "The mayor spoke." for i in range(12)})
+    _set_summaries(db, "big-model", {f"doc{i:02d}.txt": facts[i] for i in range(12)})
+    refs = [{"source_path": f"doc{i:02d}.txt", "reference": facts[i]} for i in range(12)]
+
+    found, problems = compare(env, tmp_path, ["small-model", "big-model"], *refs)
+
+    assert problems == []
+    assert found["documents"] == 12 and found["against"] == "small-model"
+    assert found["summaries"]["big-model"] == {"rouge1": 1.0, "rouge2": 1.0, "rougeL": 1.0}
+    better = found["differences"]["big-model"]["rouge1"]
+    assert better["verdict"] == "better" and 0 < better["low"] <= better["mean"] <= better["high"]
+    assert found["lead"]["rouge1"] > found["summaries"]["small-model"]["rouge1"]
+
+
+def test_equal_batches_are_not_clearly_different_and_documents_one_lacks_are_left_out(
+    env, settings, db, tmp_path
+):
+    write(tmp_path / "in", "alpha.txt", ALPHA)
+    write(tmp_path / "in", "beta.txt", "Beta rose again. Nobody knew why.")
+    env, settings = env | {"SUMMARIZE_KEEP_TEXTS": "1"}, settings.with_changes(keep_texts=True)
+    summarized(env, settings, db, tmp_path / "in", batch="first")
+    (tmp_path / "in" / "beta.txt").unlink()
+    summarized(env, settings, db, tmp_path / "in", batch="second")
+    refs = [{"source_path": "alpha.txt", "reference": "Alpha went up."},
+            {"source_path": "beta.txt", "reference": "Beta rose."}]  # fmt: skip
+
+    found, problems = compare(env, tmp_path, ["first", "second"], *refs)
+    shown, _ = compare(env, tmp_path, ["first", "second"], *refs, json_out=False)
+
+    assert found["documents"] == 1
+    assert found["differences"]["second"]["rougeL"] == {
+        "mean": 0.0, "low": 0.0, "high": 0.0, "verdict": "not clearly different"
+    }  # fmt: skip
+    assert problems[-1].endswith("(second): line 2: no document beta.txt in second")
+    assert any(
+        "(first): line 2: beta.txt: not summarized by every batch compared" in p for p in problems
+    )
+    assert "second - first (paired bootstrap, 1,000 resamples, 95% interval):" in shown
+    assert "  ROUGE-L  +0.000  [+0.000, +0.000]  not clearly different" in shown
+
+
+def test_a_batch_named_twice_is_refused(env, settings, db, tmp_path):
+    write(tmp_path / "in", "alpha.txt", ALPHA)
+    summarized(env, settings, db, tmp_path / "in")
+    (tmp_path / "refs.jsonl").write_text(lines({"source_path": "alpha.txt", "reference": "A."}))
+
+    result = run(env, "eval", "night", "night", "--references", str(tmp_path / "refs.jsonl"))
+
+    assert result.exit_code == 2
+    assert "A batch is named twice" in result.output
