@@ -148,6 +148,22 @@ def _holds_number(text: str, number: str) -> bool:
     return False
 
 
+TITLE_WORDS = 20  # one line this short that ends no sentence reads as a headline
+ENDS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
+
+
+def title_only(summary: str) -> bool:
+    """Whether the summary is a headline, not a summary: one short line ending no sentence
+    (a document that opens with `Title: …` led the small model to write just a title)."""
+    text = summary.strip()
+    return (
+        bool(text)
+        and "\n" not in text
+        and len(text.split()) <= TITLE_WORDS
+        and not ENDS_SENTENCE.search(text)
+    )
+
+
 def loops(summary: str) -> bool:
     """Whether the summary repeats a sentence, or any 8-word run, three times or more."""
     return _loops(*_read(summary))

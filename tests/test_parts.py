@@ -136,3 +136,37 @@ def test_json_cut_open_twice_is_kept_as_it_came():
 
     assert work.finish(_json_finished(again, '{"a": "bbbb', "length")) == []
     assert work.result.text == '{"a": "bbbb'
+
+
+def _said(request, text: str, reason: str = "stop") -> Finished:
+    return Finished(request.request_id, text, len(request.prompt_ids), 9, 0, reason)
+
+
+def test_a_headline_of_a_titled_document_is_generated_again_without_the_title_line():
+    engine = FakeEngine(max_model_len=200)
+    work = Work("k", SummarySpec("summarize", 20), engine, lambda: "r")
+    (first,) = work.start("Title: Library extends hours\n\nThe library opens later now.")
+
+    (again,) = work.finish(_said(first, "Library Extends Hours: A Trial"))
+    work.finish(_said(again, "The library opens later."))
+
+    assert engine.text_of(again.prompt_ids) == "summarize The library opens later now."
+    assert work.result.text == "The library opens later."
+    assert work.completion_tokens == 18
+
+
+@pytest.mark.parametrize(
+    ("body", "summary", "reason"),
+    [
+        ("The library opens later now.", "Library Extends Hours", "stop"),  # no title line
+        ("Title: Library\n\nIt opens later.", "The library opens later.", "stop"),  # a sentence
+        ("Title: Library\n\nIt opens later.", "The library opens later and", "length"),  # cut
+    ],
+)
+def test_a_summary_is_kept_unless_it_is_a_headline_of_a_titled_document(body, summary, reason):
+    engine = FakeEngine(max_model_len=200)
+    work = Work("k", SummarySpec("summarize", 20), engine, lambda: "r")
+    (first,) = work.start(body)
+
+    assert work.finish(_said(first, summary, reason)) == []
+    assert work.result.text == summary

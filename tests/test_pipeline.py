@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.broker import EmbeddedRedis
-from core.quality import loops, sentences
+from core.quality import loops, sentences, title_only
 from core.settings import Settings
 from core.tables import results
 from tests.conftest import POSTGRES_URL, _reset_postgres
@@ -152,6 +152,8 @@ def test_the_samples_are_summarized_with_nothing_but_the_defaults(tmp_path, mode
     )
     assert {r.status for r in rows} == {"succeeded"}
     assert all(r.summary and r.prompt_tokens > 100 and r.completion_tokens > 0 for r in rows)
+    # No summary is a headline alone (library-opening-hours.md's was, from its `Title:` line).
+    assert not [r.summary for r in rows if r.finish_reason == "stop" and title_only(r.summary)]
     assert server.pid() is None  # the worker stopped it on its way out
     status = cli(env, "status", "samples")
     assert status.returncode == 0

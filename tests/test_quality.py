@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.quality import copied, loops, novel_numbers, signals
+from core.quality import copied, loops, novel_numbers, signals, title_only
 
 ARTICLE = (
     "The council voted on Tuesday to close the river bridge for repairs from 3 March. "
@@ -86,3 +86,19 @@ def test_a_summary_quoted_from_its_document_is_copied_whole_in_any_script(docume
 @pytest.mark.parametrize("hostile", ["." * 1_000_000 + "x", "?!" * 500_000 + "x"])
 def test_a_megabyte_of_stops_inside_a_word_is_read_in_linear_time(hostile):
     assert signals(hostile, "a document").looped is False
+
+
+@pytest.mark.parametrize(
+    ("summary", "headline"),
+    [
+        ("The Central Library Extension: A One-Year Trial to Improve Student Access", True),
+        ("  Central library extends evening hours \n", True),
+        ("The library will stay open until 10 p.m. on weekdays.", False),  # a sentence
+        ('He said: "We want to see whether the demand holds."', False),
+        ("Library hours\nThe library opens later.", False),  # more than one line
+        (" ".join(["word"] * 21), False),  # too long for a headline: a cut sentence
+        ("", False),
+    ],
+)
+def test_a_headline_is_one_short_line_that_ends_no_sentence(summary, headline):
+    assert title_only(summary) is headline

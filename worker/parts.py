@@ -6,7 +6,9 @@ same wave as everyone else's, then are combined by a second pass (and a third,
 if the combined summaries are still too long), up to MAX_LEVELS.
 
 A final summary that loops (core/quality.py) is generated once more from the same
-prompt with the settings that break loops; if it still loops, it is kept, flagged. A JSON
+prompt with the settings that break loops; if it still loops, it is kept, flagged. One that
+is only a headline, of a document that opens with its `Title: …` line, is generated once
+more from the document without that line. A JSON
 summary (a --schema batch) cut at its length before its JSON closed is generated once more
 with twice the room, as far as the context allows.
 """
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from core.prompt import SummarySpec
-from core.quality import loops
+from core.quality import loops, title_only
 from worker.engine import Engine, Finished
 
 MAX_LEVELS = 5
@@ -85,8 +87,10 @@ class Work:
     _pending: dict[str, int] = field(default_factory=dict)
     _texts: list[str | None] = field(default_factory=list)
     _prompts: list[list[int]] = field(default_factory=list)
+    _body: str = ""
 
     def start(self, body: str) -> list[Request]:
+        self._body = body
         requests = self._plan(body, self.spec.instruction)
         self.parts = len(requests)
         return requests
@@ -126,7 +130,14 @@ class Work:
     def _again(self, finished: Finished) -> list[Request]:
         """The final summary's requests once more, if it looped or its JSON was cut open."""
         if not self.spec.schema:
-            return self._issue(self._prompts, loop_breaking=True) if loops(finished.text) else []
+            if loops(finished.text):
+                return self._issue(self._prompts, loop_breaking=True)
+            untitled = _untitled(self._body)
+            if self.level or finished.finish_reason != "stop" or untitled is None:
+                return []
+            if not title_only(finished.text):
+                return []
+            return self._issue([self.engine.prompt_ids(self.spec.instruction, untitled)])
         if finished.finish_reason != "length" or _closes(finished.text):
             return []
         room = self.engine.max_model_len - len(self._prompts[0])
@@ -196,3 +207,12 @@ def _closes(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _untitled(body: str) -> str | None:
+    """The document without the `Title: …` line it opens with (jobs/markup.py and
+    jobs/formats.py write it), or None when it has none or nothing else."""
+    if not body.startswith("Title: "):
+        return None
+    rest = body.partition("\n")[2].strip()
+    return rest or None
