@@ -167,10 +167,11 @@ def fetched(found: Iterable[Found], max_bytes: int) -> Iterator[Found]:
     it is a record file, read as a stream, or larger than its limit, refused unread."""
     window: list[Found] = []
     for item in found:
-        if window and (len(window) >= FETCH_AT_ONCE or not _to_fetch(item, max_bytes)):
+        wanted = _to_fetch(item, max_bytes)
+        if window and (len(window) >= FETCH_AT_ONCE or not wanted):
             yield from _fetch(window, max_bytes)
             window = []
-        if _to_fetch(item, max_bytes):
+        if wanted:
             window.append(item)
         else:
             yield item
