@@ -5,12 +5,11 @@ tokenizer into overlapping windows; their summaries go through the engine in the
 same wave as everyone else's, then are combined by a second pass (and a third,
 if the combined summaries are still too long), up to MAX_LEVELS.
 
-A final summary that loops (core/quality.py) is generated once more from the same
-prompt with the settings that break loops; if it still loops, it is kept, flagged. One that
-is only a headline, of a document that opens with its `Title: …` line, is generated once
-more from the document without that line. A JSON
-summary (a --schema batch) cut at its length before its JSON closed is generated once more
-with twice the room, as far as the context allows.
+A final summary is generated once more, at most, when it is unusable as it came: one that
+loops (core/quality.py), from the same prompt with the settings that break loops (kept,
+flagged, if it still loops); one that is only a headline, of a document that opens with its
+`Title: …` line, from the document without that line; a JSON summary (a --schema batch) cut
+at its length before its JSON closed, with twice the room, as far as the context allows.
 """
 
 from __future__ import annotations
@@ -128,14 +127,17 @@ class Work:
         return self._plan(combined, self.spec.instruction + COMBINE_NOTE)
 
     def _again(self, finished: Finished) -> list[Request]:
-        """The final summary's requests once more, if it looped or its JSON was cut open."""
+        """The final summary's requests once more, if it looped, is a headline, or its JSON
+        was cut open (see the module's docstring)."""
         if not self.spec.schema:
             if loops(finished.text):
                 return self._issue(self._prompts, loop_breaking=True)
-            untitled = _untitled(self._body)
-            if self.level or finished.finish_reason != "stop" or untitled is None:
-                return []
-            if not title_only(finished.text):
+            untitled = None if self.level else _untitled(self._body)
+            if (
+                untitled is None
+                or finished.finish_reason != "stop"
+                or not title_only(finished.text)
+            ):
                 return []
             return self._issue([self.engine.prompt_ids(self.spec.instruction, untitled)])
         if finished.finish_reason != "length" or _closes(finished.text):
