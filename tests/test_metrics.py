@@ -12,7 +12,8 @@ from prometheus_client import REGISTRY
 
 from jobs.submit import submit as submit_files
 from tests.helpers import write
-from tests.stack import Worker, cli, embedded_env, free_port, scrape
+from tests.services import free_port
+from tests.stack import Worker, cli, embedded_env, scrape
 from worker import metrics
 from worker.recorder import TEXT_GONE
 from worker.work import Outcome

@@ -17,7 +17,8 @@ from core.settings import Settings
 from core.tables import results
 from tests.conftest import POSTGRES_URL, _reset_postgres
 from tests.helpers import lee
-from tests.stack import Worker, cli, copy_lee, embedded_env, free_port
+from tests.services import free_port
+from tests.stack import Worker, cli, copy_lee, embedded_env
 
 pytestmark = pytest.mark.engine
 # An instruction of more than 128 tokens, so that the CPU build's prefix cache can hold it.
