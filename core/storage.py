@@ -49,7 +49,7 @@ def filesystem(url: str, options: dict[str, dict]):
     except ValueError as exc:
         if "Protocol not known" in str(exc):
             raise SummarizeError(
-                f"{protocol}:// is not a kind of storage summarize can read: use s3://, gs://, "
+                f"{protocol}:// is not a kind of storage summarize can use: use s3://, gs://, "
                 "az://, abfs://, hf://, http(s)://, file:// or a local path."
             ) from None
         raise SummarizeError(_refused_options(protocol, exc)) from None

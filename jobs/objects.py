@@ -1,10 +1,10 @@
-"""Corpora at URLs: object storage (s3://, gs://, az://, abfs://), hf://datasets/…, http(s)://
-and file://, listed and read through fsspec with the same kinds, limits and failed rows as a
-local folder (jobs/folders.py).
+"""Corpora at URLs: object storage (s3://, gs://, az://, abfs://), hf://datasets/…, and
+http(s)://, listed and read through fsspec with the same kinds, limits and failed rows as a
+local folder (jobs/folders.py; a file:// URL is walked there, as a local path).
 
 A prefix is walked a folder at a time (on S3, a page of a thousand keys at a time, however
 many the prefix holds), in key order. Documents are fetched in windows of FETCH_AT_ONCE,
-concurrently where the filesystem can (fsspec's `cat`), each whole in memory and no larger
+concurrently where the filesystem can (fsspec's `cat_ranges`), each whole in memory and no larger
 than its size limit, which the listing tells before anything is read; record files (JSON
 lines, CSV, Parquet) are read as streams, a block at a time. Credentials and endpoints come
 from each library's own configuration (for S3, botocore's: AWS_PROFILE, AWS_ENDPOINT_URL,
