@@ -10,7 +10,11 @@ per word), so the worker computes them for every row as it is written:
 - `novel_numbers`: numbers in the summary that the document does not contain
   (a cheap hint of invention);
 - `looped`: the summary repeats itself: a sentence, or any 8-word run, three
-  times or more.
+  times or more;
+- `flaw`: why the summary is not usable as it stands, the first of: `unparsed` (a JSON
+  summary that does not parse), `headline` (one short line that ends no sentence),
+  `leaked` (5 words or more of the instruction, in a run the document does not have),
+  `repeated` (a sentence said twice, word for word or nearly); None when none applies.
 
 Words are compared in lower case, without punctuation; numbers without their
 thousands separators ("1,200" is "1200").
@@ -18,10 +22,12 @@ thousands separators ("1,200" is "1200").
 
 from __future__ import annotations
 
+import json as jsonlib
 import re
 import string
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 REPEATED_RUN_WORDS = 4  # the run whose repeats `repetition` counts
 LOOP_RUN_WORDS = 8  # an 8-word run three times is a loop
@@ -39,22 +45,105 @@ NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")
 TOKEN = re.compile(r"\w+|(?<![.!?])[.!?]+[\"'”’)\]]*(?=\s|$)|\n")
 
 
+LEAK_RUN_WORDS = 5  # a run this long of the instruction's words, not the document's, leaked
+NEAR_SAME = 0.6  # two sentences sharing this share of the shorter's word pairs say one thing
+NEAR_SAME_WORDS = 6  # ... when both have at least this many words
+COMPARED_SENTENCES = 64  # sentences compared pair by pair (a summary longer loops anyway)
+
+
 @dataclass(frozen=True)
 class Signals:
     repetition: float
     copied: float
     novel_numbers: int
     looped: bool
+    flaw: str | None = None
 
 
-def signals(summary: str, document: str) -> Signals:
+def signals(summary: str, document: str, instruction: str = "", json: bool = False) -> Signals:
+    """The signals of a summary of `document`, written under `instruction` (a JSON summary
+    when `json`: a --schema batch's)."""
     said, sentences = _read(summary)
     return Signals(
         repetition=repetition(said),
         copied=copied(summary, document),
         novel_numbers=len(novel_numbers(summary, document)),
         looped=_loops(said, sentences),
+        flaw=_flaw(summary, document, instruction, json, sentences),
     )
+
+
+def flaw(summary: str, document: str, instruction: str = "", json: bool = False) -> str | None:
+    """Why the summary is not usable as it stands (see the module's docstring), or None."""
+    return _flaw(summary, document, instruction, json, _read(summary)[1])
+
+
+def _flaw(
+    summary: str, document: str, instruction: str, json: bool, sentences: list[str]
+) -> str | None:
+    if json:
+        return None if parses(summary) else "unparsed"
+    if title_only(summary):
+        return "headline"
+    if leaked(summary, instruction, document):
+        return "leaked"
+    if repeats(sentences):
+        return "repeated"
+    return None
+
+
+def parses(text: str) -> bool:
+    """Whether a JSON summary is whole: it parses."""
+    try:
+        jsonlib.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def leaked(summary: str, instruction: str, document: str) -> bool:
+    """Whether the summary copies LEAK_RUN_WORDS words or more of the instruction in a run
+    that the document does not have ("The document is summarized in two or three
+    sentences")."""
+    told = _runs(instruction)
+    if not told:
+        return False
+    said = _plain(summary).split()
+    text = None
+    for start in range(len(said) - LEAK_RUN_WORDS + 1):
+        run = tuple(said[start : start + LEAK_RUN_WORDS])
+        if run in told:
+            text = _plain(document) if text is None else text
+            if f" {' '.join(run)} " not in text:
+                return True
+    return False
+
+
+@lru_cache(maxsize=64)
+def _runs(instruction: str) -> frozenset[tuple[str, ...]]:
+    """The instruction's runs of LEAK_RUN_WORDS words (a batch's every summary asks)."""
+    words = _plain(instruction).split()
+    n = LEAK_RUN_WORDS
+    return frozenset(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+
+
+def repeats(sentences: list[str]) -> bool:
+    """Whether a sentence of 3 words or more is said twice, or two sentences of
+    NEAR_SAME_WORDS or more share NEAR_SAME of the shorter's word pairs (the same claim
+    with a word changed: "The document includes a detailed explanation of the terms")."""
+    counted = Counter(s for s in sentences if s.count(" ") >= 2)
+    if counted and max(counted.values()) >= 2:
+        return True
+    pairs = [
+        set(zip(words, words[1:], strict=False))
+        for words in (s.split() for s in sentences[:COMPARED_SENTENCES])
+        if len(words) >= NEAR_SAME_WORDS
+    ]
+    for i, first in enumerate(pairs):
+        for second in pairs[i + 1 :]:
+            if len(first & second) >= NEAR_SAME * min(len(first), len(second)):
+                return True
+    return False
 
 
 def _read(text: str) -> tuple[list[str], list[str]]:

@@ -69,12 +69,14 @@ GENERATED_COLUMNS = (
     "novel_numbers",
     "compression",
     "looped",
+    "flaw",
 )
 
 
 _PENDING_ROW = text("status IN ('queued', 'running')")  # partial indexes: pending rows, failed rows
 _FAILED_ROW = text("status = 'failed'")
-_FLAGGED_ROW = text("(looped OR novel_numbers > 0)")  # the `flagged` view's rows (0006)
+# The `flagged` view's rows (0006, 0011)
+_FLAGGED_ROW = text("(looped OR novel_numbers > 0 OR flaw IS NOT NULL)")
 
 
 # Made by migrations and not described here, so Alembic's autogenerate must not see them:
@@ -209,6 +211,7 @@ class Result(Base):
     novel_numbers: Mapped[int | None] = mapped_column(Integer, nullable=True)
     compression: Mapped[float | None] = mapped_column(Float, nullable=True)
     looped: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    flaw: Mapped[str | None] = mapped_column(String(16), nullable=True)  # migration 0011
     # The document's own id (a record's id field, an OpenAI request's custom_id; a file's
     # path) and a record's other fields as a JSON object (migration 0008)
     doc_id: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -299,6 +302,7 @@ class QualityRollup(Base):
     looped: Mapped[int] = _count()
     truncated: Mapped[int] = _count()  # finish_reason = 'length'
     novel_numbers: Mapped[int] = _count()  # summaries with at least one
+    flawed: Mapped[int] = _count()  # summaries with a flaw (migration 0011)
     repetition_sum: Mapped[float] = _count(Float)
     copied_sum: Mapped[float] = _count(Float)
     compression_sum: Mapped[float] = _count(Float)

@@ -178,6 +178,7 @@ _COLUMNS = {
     "docs/s": ("docs/s", ">7", lambda s: f"{s.documents_per_s:.2f}" if s.documents_per_s else "-"),
     "looped": ("looped", ">7", lambda s: f"{s.quality['looped']:,}"),
     "cut": ("cut", ">7", lambda s: f"{s.quality['truncated']:,}"),
+    "flawed": ("flawed", ">7", lambda s: f"{s.quality['flawed']:,}"),
     "meta": ("meta", "<30", lambda s: _pairs(s.metadata)),
 }
 
@@ -200,6 +201,7 @@ STATUS_TABLE = (
     "docs/s",
     "looped",
     "cut",
+    "flawed",
 )
 BATCHES_TABLE = (
     "batch",

@@ -75,6 +75,7 @@ batch_quality = sa.table(
     sa.column("looped", sa.Integer),
     sa.column("truncated", sa.Integer),
     sa.column("novel_numbers", sa.Integer),
+    sa.column("flawed", sa.Integer),  # migration 0011
     sa.column("repetition", sa.Float),
     sa.column("copied", sa.Float),
     sa.column("compression", sa.Float),
@@ -91,6 +92,7 @@ flagged = sa.table(
     sa.column("finish_reason", sa.String),
     sa.column("summary", sa.Text),
     sa.column("finished_at", sa.DateTime(timezone=True)),
+    sa.column("flaw", sa.String),  # migration 0011
 )
 
 VIEWS = {view.name: view for view in (batch_stats, daily_stats, failures, batch_quality, flagged)}

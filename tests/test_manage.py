@@ -118,7 +118,7 @@ def test_batches_lists_counts_per_status(env, db, processed):
     }
 
 
-def test_status_counts_the_summaries_that_loop_and_those_cut_at_the_length_cap(
+def test_status_counts_the_summaries_that_loop_are_cut_at_the_length_cap_or_have_a_flaw(
     env, settings, db, tmp_path
 ):
     folder = tmp_path / "in"
@@ -135,14 +135,17 @@ def test_status_counts_the_summaries_that_loop_and_those_cut_at_the_length_cap(
     table = run(env, "status").output.splitlines()
     (quality,) = json.loads(run(env, "status", "night", "--json").output)
 
-    assert table[0].split()[-2:] == ["looped", "cut"]
-    rows = {line.split()[0]: line.split()[-2:] for line in table[1:]}
-    assert rows == {"night": ["1", "0"], "short": ["0", "1"]}
+    assert table[0].split()[-3:] == ["looped", "cut", "flawed"]
+    rows = {line.split()[0]: line.split()[-3:] for line in table[1:]}
+    # flawed: the stand-in's `summary of N tokens` is a headline; stuck.txt's says a sentence
+    # three times (repeated, as well as looped)
+    assert rows == {"night": ["1", "0", "3"], "short": ["0", "1", "1"]}
     assert quality["quality"] | {"repetition": None, "copied": None, "compression": None} == {
         "summaries": 3,
         "looped": 1,
         "truncated": 0,
         "novel_numbers": 2,  # `summary of N tokens`: N is not in fine.txt nor loopy.txt
+        "flawed": 3,
         "repetition": None,
         "copied": None,
         "compression": None,

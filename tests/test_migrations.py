@@ -43,6 +43,7 @@ RESULTS_COLUMNS = [
     "looped",
     "doc_id",
     "metadata",
+    "flaw",
 ]
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

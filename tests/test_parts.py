@@ -170,3 +170,35 @@ def test_a_summary_is_kept_unless_it_is_a_headline_of_a_titled_document(body, su
 
     assert work.finish(_said(first, summary, reason)) == []
     assert work.result.text == summary
+
+
+def _text_finished(request, text: str) -> Finished:
+    return Finished(request.request_id, text, len(request.prompt_ids), 9, 0, "stop")
+
+
+def test_a_final_summary_that_says_a_sentence_twice_is_generated_again_to_break_it():
+    engine = FakeEngine(max_model_len=100)
+    work = Work("k", SummarySpec("summarize", 20), engine, lambda: "r")
+    (first,) = work.start("The council shut the bridge for repairs.")
+    twice = "The council shut the bridge. The council shut the bridge."
+
+    (again,) = work.finish(_text_finished(first, twice))
+
+    assert again.loop_breaking and again.prompt_ids == first.prompt_ids
+    assert work.finish(_text_finished(again, twice)) == []  # once only: kept, and flagged
+    assert work.result.text == twice
+
+
+def test_a_final_summary_that_copies_the_instruction_is_generated_again_to_break_it():
+    engine = FakeEngine(max_model_len=100)
+    instruction = "Summarize the document below in two or three sentences."
+    work = Work("k", SummarySpec(instruction, 20), engine, lambda: "r")
+    (first,) = work.start("The council shut the bridge for repairs.")
+
+    (again,) = work.finish(
+        _text_finished(first, "The text is summarized in two or three sentences.")
+    )
+
+    assert again.loop_breaking
+    assert work.finish(_text_finished(again, "The council shut the bridge.")) == []
+    assert work.result.text == "The council shut the bridge."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.quality import copied, loops, novel_numbers, signals, title_only
+from core.quality import copied, flaw, loops, novel_numbers, signals, title_only
 
 ARTICLE = (
     "The council voted on Tuesday to close the river bridge for repairs from 3 March. "
@@ -102,3 +102,61 @@ def test_a_megabyte_of_stops_inside_a_word_is_read_in_linear_time(hostile):
 )
 def test_a_headline_is_one_short_line_that_ends_no_sentence(summary, headline):
     assert title_only(summary) is headline
+
+
+INSTRUCTION = (
+    "Summarize the document below in two or three sentences. "
+    "State its main facts plainly and add nothing that is not in it."
+)
+
+
+@pytest.mark.parametrize(
+    ("summary", "found"),
+    [
+        ("The council will close the bridge. The council will close the bridge.", "repeated"),
+        (  # the same claim with words changed (a licence's summary, real)
+            "The document provides a comprehensive and detailed explanation of the terms and "
+            "conditions of the license. The document includes a detailed explanation of the "
+            "terms and conditions of the agreement.",
+            "repeated",
+        ),
+        (  # the instruction's words, which the article does not have
+            "The article is summarized below in two or three sentences. The bridge closes.",
+            "leaked",
+        ),
+        ("The Bridge Closes for Fourteen Weeks", "headline"),
+        (
+            "The council voted to close the river bridge. The work takes 14 weeks and costs "
+            "1.2 million dollars.",
+            None,
+        ),
+        ("The council met. The council met again on Friday to vote.", None),  # two sentences
+    ],
+)
+def test_a_summary_has_the_first_flaw_that_applies(summary, found):
+    assert flaw(summary, ARTICLE, INSTRUCTION) == found
+    assert signals(summary, ARTICLE, INSTRUCTION).flaw == found
+
+
+def test_words_of_the_instruction_the_document_has_too_are_not_a_leak():
+    document = "Write the summary in two or three sentences, the editor said."
+    summary = "The editor asked for the summary in two or three sentences."
+    assert flaw(summary, document, INSTRUCTION) is None
+
+
+@pytest.mark.parametrize(
+    ("summary", "found"),
+    [
+        ('{"headline": "Bridge closes", "key_points": ["It shuts."]}', None),
+        ('{"headline": "Bridge closes", "key_points": ["It sh', "unparsed"),
+        ('{"headline": "The Bridge"}', None),  # JSON is not read as prose: no headline
+    ],
+)
+def test_a_json_summary_is_flawed_only_when_it_does_not_parse(summary, found):
+    assert flaw(summary, ARTICLE, INSTRUCTION, json=True) == found
+
+
+@pytest.mark.timeout(30)
+def test_a_long_hostile_summary_is_compared_pair_by_pair_only_so_far():
+    summary = " ".join(f"Sentence {i} is about topic {i} of many here." for i in range(20_000))
+    assert flaw(summary, ARTICLE, INSTRUCTION) is None

@@ -50,6 +50,7 @@ def quality_recount(db, batch: str) -> dict:
         "looped": sum(bool(r.looped) for r in rows),
         "truncated": sum(r.finish_reason == "length" for r in rows),
         "novel_numbers": sum(r.novel_numbers > 0 for r in rows),
+        "flawed": sum(r.flaw is not None for r in rows),
     }
     for name in ("repetition", "copied", "compression"):
         figures[name] = (

@@ -316,7 +316,8 @@ class Drain:
 def _succeeded(work: Work, body: str) -> Outcome:
     """A summary's row: its text, what it cost, and its quality signals."""
     summary = work.result
-    found = quality.signals(summary.text, body)
+    spec = work.spec
+    found = quality.signals(summary.text, body, spec.instruction, json=spec.schema is not None)
     return Outcome(
         work.key,
         Status.SUCCEEDED,
@@ -331,6 +332,7 @@ def _succeeded(work: Work, body: str) -> Outcome:
         novel_numbers=found.novel_numbers,
         compression=summary.completion_tokens / max(work.document_tokens, 1),
         looped=found.looped,
+        flaw=found.flaw,
     )
 
 

@@ -6,25 +6,26 @@ same wave as everyone else's, then are combined by a second pass (and a third,
 if the combined summaries are still too long), up to MAX_LEVELS.
 
 A final summary is generated once more, at most, when it is unusable as it came: one that
-loops (core/quality.py), from the same prompt with the settings that break loops (kept,
-flagged, if it still loops); one that is only a headline, of a document that opens with its
-`Title: …` line, from the document without that line; a JSON summary (a --schema batch) cut
+loops, says a sentence twice or copies the instruction (core/quality.py), from the same
+prompt with the settings that break loops (kept, flagged, if it still does); one that is
+only a headline, of a document that opens with its `Title: …` line, from the document
+without that line; a JSON summary (a --schema batch) cut
 at its length before its JSON closed, with twice the room, as far as the context allows.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from core.prompt import SummarySpec
-from core.quality import loops, title_only
+from core.quality import flaw, loops, parses, title_only
 from worker.engine import Engine, Finished
 
 MAX_LEVELS = 5
 PROMPT_SLACK_TOKENS = 8  # re-tokenizing a decoded window can add a token or two
 MIN_WINDOW_TOKENS = 32
+BREAKING = ("leaked", "repeated")  # flaws the settings that break loops mend (core/quality.py)
 # Added to the instruction for the combining pass: the model is told what it reads, and
 # that it writes about the document, not about the summaries (it wrote "The document
 # contains several sentences that need editing" of full papers before).
@@ -130,7 +131,8 @@ class Work:
         """The final summary's requests once more, if it looped, is a headline, or its JSON
         was cut open (see the module's docstring)."""
         if not self.spec.schema:
-            if loops(finished.text):
+            text = finished.text
+            if loops(text) or flaw(text, self._body, self.spec.instruction) in BREAKING:
                 return self._issue(self._prompts, loop_breaking=True)
             untitled = None if self.level else _untitled(self._body)
             if (
@@ -140,7 +142,7 @@ class Work:
             ):
                 return []
             return self._issue([self.engine.prompt_ids(self.spec.instruction, untitled)])
-        if finished.finish_reason != "length" or _closes(finished.text):
+        if finished.finish_reason != "length" or parses(finished.text):
             return []
         room = self.engine.max_model_len - len(self._prompts[0])
         longer = min(2 * self.spec.max_tokens, room)
@@ -200,15 +202,6 @@ class Work:
             self._pending[request.request_id] = slot
             requests.append(request)
         return requests
-
-
-def _closes(text: str) -> bool:
-    """Whether a JSON summary is whole: it parses."""
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _untitled(body: str) -> str | None:

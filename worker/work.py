@@ -38,5 +38,6 @@ class Outcome:
     novel_numbers: int | None = None
     compression: float | None = None
     looped: bool | None = None
+    flaw: str | None = None
     error: str | None = None
     retry_in_s: float | None = None  # with Status.QUEUED: when to try again

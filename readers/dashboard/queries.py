@@ -102,7 +102,8 @@ def overview(db: sa.Engine, latest: int = LATEST_BATCHES, days: int = DAYS) -> d
 
 def batch_detail(db: sa.Engine, name: str) -> dict | None:
     """One batch: its figures, its slowest documents with their summaries, its failures, and
-    its flagged summaries (those that loop or give numbers their document lacks)."""
+    its flagged summaries (those that loop, give numbers their document lacks or have a
+    flaw)."""
     seconds = sa.literal_column(document_seconds(db.dialect.name))
     with db.connect() as conn:
         stats = conn.execute(

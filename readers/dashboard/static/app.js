@@ -259,8 +259,8 @@ function renderDetail(detail) {
     ...figure("per document p50 / p95", `${fmt.seconds(b.p50_document_s)} / ${fmt.seconds(b.p95_document_s)} s`),
     ...figure("first start – last finish (UTC)", `${fmt.time(b.first_started_at)} – ${fmt.time(b.last_finished_at)}`),
     ...figure(
-      "summaries: loop · cut · novel numbers",
-      `${fmt.int(b.quality_looped)} · ${fmt.int(b.quality_truncated)} · ${fmt.int(b.quality_novel_numbers)} of ${fmt.int(b.quality_summaries)}`,
+      "summaries: loop · cut · novel numbers · flawed",
+      `${fmt.int(b.quality_looped)} · ${fmt.int(b.quality_truncated)} · ${fmt.int(b.quality_novel_numbers)} · ${fmt.int(b.quality_flawed)} of ${fmt.int(b.quality_summaries)}`,
     ),
     ...figure(
       "mean repetition · copied · compression",
@@ -280,6 +280,7 @@ function renderDetail(detail) {
       d,
       [
         el("span", { className: "bad", text: d.looped ? " loops" : "" }),
+        el("span", { className: "bad", text: d.flaw ? ` ${d.flaw}` : "" }),
         el("span", { className: "muted", text: d.novel_numbers ? ` · ${d.novel_numbers} number(s) not in the document` : "" }),
       ],
       `repetition ${fmt.share(d.repetition)} · copied ${fmt.share(d.copied)} · finish: ${d.finish_reason} · ${fmt.time(d.finished_at)}`,
