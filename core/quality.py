@@ -119,6 +119,43 @@ def leaked(summary: str, instruction: str, document: str) -> bool:
     return False
 
 
+# A sentence as written: up to its stop (and the quote or bracket closing on it) or line end,
+# with the space after it
+SENTENCE = re.compile(r"[^.!?\n]*(?:[.!?]+[\"'”’)\]]*|\n|$)\s*")
+
+
+def says_again(summary: str) -> bool:
+    """Whether the summary says a sentence again, word for word or nearly (`repeats`)."""
+    return repeats(_read(summary)[1])
+
+
+def without_repeats(summary: str) -> str:
+    """The summary without each sentence that says again what an earlier one said (as
+    `repeats` finds them), the rest as written."""
+    kept: list[str] = []
+    seen: list[tuple[str, set]] = []
+    for match in SENTENCE.finditer(summary):
+        written = match.group()
+        if not written:
+            continue
+        words = _read(written)[0]
+        pairs = set(zip(words, words[1:], strict=False))
+        said = " ".join(words)
+        again = len(words) >= 3 and any(
+            said == other
+            or (
+                len(words) >= NEAR_SAME_WORDS
+                and len(earlier) >= NEAR_SAME_WORDS - 1
+                and len(pairs & earlier) >= NEAR_SAME * min(len(pairs), len(earlier))
+            )
+            for other, earlier in seen
+        )
+        if not again:
+            kept.append(written)
+            seen.append((said, pairs))
+    return "".join(kept).strip()
+
+
 @lru_cache(maxsize=64)
 def _runs(instruction: str) -> frozenset[tuple[str, ...]]:
     """The instruction's runs of LEAK_RUN_WORDS words (a batch's every summary asks)."""

@@ -17,6 +17,11 @@ from worker.engine import Finished
 SPECIAL = {"<s>": 1, "<sep>": 2, "<e>": 3}
 
 
+# What a looping request answers: a run of 8 words three times in one sentence, a loop that
+# dropping sentences said again cannot mend (worker/parts.py)
+LOOP = "It goes round and round and on and on " * 3
+
+
 class FakeEngine:
     def __init__(
         self,
@@ -92,7 +97,7 @@ class FakeEngine:
             looping = "stuck" in words or (
                 "loopy" in words and request_id not in self.loop_breaking
             )
-            text = "It goes round. " * 3 if looping else f"summary of {len(prompt)} tokens"
+            text = LOOP if looping else f"summary of {len(prompt)} tokens"
             finished.append(
                 Finished(
                     request_id=request_id,

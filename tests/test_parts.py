@@ -176,6 +176,43 @@ def _text_finished(request, text: str) -> Finished:
     return Finished(request.request_id, text, len(request.prompt_ids), 9, 0, "stop")
 
 
+def _combining(engine: FakeEngine, work: Work, parts, said: list[str]):
+    (request,) = [
+        r for p, text in zip(parts, said, strict=True) for r in work.finish(_text_finished(p, text))
+    ]
+    return engine.text_of(request.prompt_ids[1:]).split()
+
+
+def test_the_opening_as_written_and_the_other_parts_summaries_are_summarized_as_one_text():
+    engine = FakeEngine(max_model_len=100)
+    ids = itertools.count()
+    work = Work("k", SummarySpec("summarize briefly", 20), engine, lambda: str(next(ids)))
+    parts = work.start("Title: Bridges\n" + " ".join(f"w{i}" for i in range(120)))
+    said = [f"Part {i} says bridge{i} closes." for i in range(len(parts))]
+
+    words = _combining(engine, work, parts, said)
+
+    others = " ".join(said[1:]).split()
+    assert len(parts) > 1
+    assert words[:4] == ["summarize", "briefly", "Title:", "Bridges"]  # the instruction, as is
+    assert words[4:6] == ["w0", "w1"] and words[-len(others) :] == others
+    assert "Part 0" not in " ".join(words)  # the first part is read as written instead
+    assert len(engine.prompt_ids("summarize briefly", " ".join(words[2:]))) + 20 <= 100
+
+
+def test_when_little_of_the_opening_fits_every_part_summary_follows_the_title():
+    engine = FakeEngine(max_model_len=100)
+    ids = itertools.count()
+    work = Work("k", SummarySpec("summarize briefly", 20), engine, lambda: str(next(ids)))
+    parts = work.start("Title: Bridges\n" + " ".join(f"w{i}" for i in range(250)))
+    said = [f"Part {i} says a long thing about bridge{i} and much more." for i in range(len(parts))]
+
+    words = _combining(engine, work, parts, said)
+
+    assert len(parts) == 5
+    assert words == ["summarize", "briefly", "Title:", "Bridges", *" ".join(said).split()]
+
+
 def test_a_final_summary_that_says_a_sentence_twice_is_generated_again_to_break_it():
     engine = FakeEngine(max_model_len=100)
     work = Work("k", SummarySpec("summarize", 20), engine, lambda: "r")
@@ -185,8 +222,8 @@ def test_a_final_summary_that_says_a_sentence_twice_is_generated_again_to_break_
     (again,) = work.finish(_text_finished(first, twice))
 
     assert again.loop_breaking and again.prompt_ids == first.prompt_ids
-    assert work.finish(_text_finished(again, twice)) == []  # once only: kept, and flagged
-    assert work.result.text == twice
+    assert work.finish(_text_finished(again, twice)) == []  # once only; the repeat is dropped
+    assert work.result.text == "The council shut the bridge."
 
 
 def test_a_final_summary_that_copies_the_instruction_is_generated_again_to_break_it():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.quality import copied, flaw, loops, novel_numbers, signals, title_only
+from core.quality import copied, flaw, loops, novel_numbers, signals, title_only, without_repeats
 
 ARTICLE = (
     "The council voted on Tuesday to close the river bridge for repairs from 3 March. "
@@ -160,3 +160,26 @@ def test_a_json_summary_is_flawed_only_when_it_does_not_parse(summary, found):
 def test_a_long_hostile_summary_is_compared_pair_by_pair_only_so_far():
     summary = " ".join(f"Sentence {i} is about topic {i} of many here." for i in range(20_000))
     assert flaw(summary, ARTICLE, INSTRUCTION) is None
+
+
+@pytest.mark.parametrize(
+    ("summary", "mended"),
+    [
+        (
+            "The document is about the document. The document is about the document\n\n"
+            "It studies bridges.",
+            "The document is about the document. It studies bridges.",
+        ),
+        (  # nearly the same claim, said again (real, from a whole paper's summary)
+            "The performance evaluation of LSA is compared to the performance of the PLS model "
+            "using Hellinger similarity. The performance evaluation of LAS is compared to the "
+            "performance evaluation using Hellinger similarity. The results are in Table 4.",
+            "The performance evaluation of LSA is compared to the performance of the PLS model "
+            "using Hellinger similarity. The results are in Table 4.",
+        ),
+        ("The council met. The council met again on Friday to vote.", None),  # nothing again
+    ],
+)
+def test_a_sentence_said_again_is_dropped_and_the_rest_kept_as_written(summary, mended):
+    assert without_repeats(summary) == (mended or summary)
+    assert flaw(without_repeats(summary), ARTICLE) is None

@@ -2,15 +2,20 @@
 
 A document that fits is one request. A longer one is cut by the model's own
 tokenizer into overlapping windows; their summaries go through the engine in the
-same wave as everyone else's, then are combined by a second pass (and a third,
-if the combined summaries are still too long), up to MAX_LEVELS.
+same wave as everyone else's, then one text is summarized under the document's own
+instruction: the document's opening as written (as much of its first part as fits, to its
+last sentence: a paper's abstract, an article's lead) and the summaries of the other parts,
+in order. When under a quarter of the first part fits, the text is every part's summary
+after the document's `Title: …` line, summarized again in parts if it is still too long (up
+to MAX_LEVELS). The model is told nothing about summaries: what it is told, it copies.
 
 A final summary is generated once more, at most, when it is unusable as it came: one that
 loops, says a sentence twice or copies the instruction (core/quality.py), from the same
-prompt with the settings that break loops (kept, flagged, if it still does); one that is
-only a headline, of a document that opens with its `Title: …` line, from the document
-without that line; a JSON summary (a --schema batch) cut
-at its length before its JSON closed, with twice the room, as far as the context allows.
+prompt with the settings that break loops (flagged if it still loops or copies; a sentence it
+still says again is dropped); one that is only
+a headline, of a text that opens with its `Title: …` line, from the text without that line;
+a JSON summary (a --schema batch) cut at its length before its JSON closed, with twice the
+room, as far as the context allows.
 """
 
 from __future__ import annotations
@@ -19,21 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from core.prompt import SummarySpec
-from core.quality import flaw, loops, parses, title_only
+from core.quality import flaw, loops, parses, says_again, title_only, without_repeats
 from worker.engine import Engine, Finished
 
 MAX_LEVELS = 5
 PROMPT_SLACK_TOKENS = 8  # re-tokenizing a decoded window can add a token or two
 MIN_WINDOW_TOKENS = 32
 BREAKING = ("leaked", "repeated")  # flaws the settings that break loops mend (core/quality.py)
-# Added to the instruction for the combining pass: the model is told what it reads, and
-# that it writes about the document, not about the summaries (it wrote "The document
-# contains several sentences that need editing" of full papers before).
-COMBINE_NOTE = (
-    "\n\nThe text below is made of summaries of the consecutive parts of one long document, "
-    "in order. From them, write the summary of the whole document: state what the document "
-    "says, not what the summaries or the document are like."
-)
+TITLE = "Title: "  # the line jobs/markup.py and jobs/formats.py open a titled document with
 
 
 class DocumentTooLong(Exception):
@@ -88,10 +86,12 @@ class Work:
     _texts: list[str | None] = field(default_factory=list)
     _prompts: list[list[int]] = field(default_factory=list)
     _body: str = ""
+    _text: str = ""  # what this level summarizes: the document, then its parts' summaries
+    _opening: list[int] = field(default_factory=list)  # the document's first part's tokens
 
     def start(self, body: str) -> list[Request]:
         self._body = body
-        requests = self._plan(body, self.spec.instruction)
+        requests = self._plan(body)
         self.parts = len(requests)
         return requests
 
@@ -116,7 +116,7 @@ class Work:
             if again:
                 self.regenerated = True
                 return again
-            self.result = finished
+            self.result = self._mended(finished)
             return []
         self.level += 1
         if self.level >= MAX_LEVELS:
@@ -124,8 +124,31 @@ class Work:
                 f"still too long after {MAX_LEVELS} rounds of combining part summaries: "
                 "raise SUMMARIZE_MAX_MODEL_LEN or lower SUMMARIZE_MAX_TOKENS"
             )
-        combined = "\n\n".join(text or "" for text in self._texts)
-        return self._plan(combined, self.spec.instruction + COMBINE_NOTE)
+        first, *rest = [(text or "").strip() for text in self._texts]
+        rest = [text for text in rest if text]
+        opening = self._opening_beside(rest) if self.level == 1 else None
+        if opening:
+            return self._plan("\n\n".join([opening, *rest]))
+        title = self._body.partition("\n")[0] if self._body.startswith(TITLE) else None
+        return self._plan("\n\n".join(filter(None, [title, first, *rest])))
+
+    def _opening_beside(self, summaries: list[str]) -> str | None:
+        """As much of the document's first part as fits in one prompt beside the summaries of
+        the other parts, cut at its last sentence; None when under a quarter of it fits."""
+        limit = self.engine.max_model_len - self.spec.max_tokens - 2 * PROMPT_SLACK_TOKENS
+        room = limit - self._overhead() - len(self.engine.token_ids("\n\n".join(summaries)))
+        if room < len(self._opening) // 4:
+            return None
+        text = self.engine.text_of(self._opening[:room])
+        end = max(text.rfind(". "), text.rfind("\n"))
+        return text[: end + 1].strip() if end > len(text) * 2 // 3 else text.strip()
+
+    def _mended(self, finished: Finished) -> Finished:
+        """The final summary, without the sentences it says again (after the second try: the
+        small model can repeat itself whatever it is asked with)."""
+        if self.spec.schema or not says_again(finished.text):
+            return finished
+        return replace(finished, text=without_repeats(finished.text))
 
     def _again(self, finished: Finished) -> list[Request]:
         """The final summary's requests once more, if it looped, is a headline, or its JSON
@@ -134,7 +157,7 @@ class Work:
             text = finished.text
             if loops(text) or flaw(text, self._body, self.spec.instruction) in BREAKING:
                 return self._issue(self._prompts, loop_breaking=True)
-            untitled = None if self.level else _untitled(self._body)
+            untitled = _untitled(self._text)
             if (
                 untitled is None
                 or finished.finish_reason != "stop"
@@ -150,14 +173,16 @@ class Work:
             return []
         return self._issue(self._prompts, spec=replace(self.spec, max_tokens=longer))
 
-    def _plan(self, text: str, instruction: str) -> list[Request]:
+    def _plan(self, text: str) -> list[Request]:
+        self._text = text
+        instruction = self.spec.instruction
         limit = self.engine.max_model_len - self.spec.max_tokens
         whole = self.engine.prompt_ids(instruction, text)
         if len(whole) <= limit:
             if not self.level:
-                self.document_tokens = len(whole) - self._overhead(instruction)
+                self.document_tokens = len(whole) - self._overhead()
             return self._issue([whole])
-        overhead = self._overhead(instruction)
+        overhead = self._overhead()
         window = limit - overhead - PROMPT_SLACK_TOKENS
         if window < MIN_WINDOW_TOKENS:
             raise DocumentTooLong(
@@ -170,7 +195,10 @@ class Work:
         if not self.level:
             self.document_tokens = len(token_ids)
         prompts = []
-        for piece in split(token_ids, window, overlap_for(window)):
+        pieces = split(token_ids, window, overlap_for(window))
+        if not self.level:
+            self._opening = pieces[0]
+        for piece in pieces:
             prompt = self.engine.prompt_ids(instruction, self.engine.text_of(piece))
             while len(prompt) > limit:  # decoding and re-encoding merged some tokens differently
                 piece = piece[: len(piece) - (len(prompt) - limit)]
@@ -178,12 +206,11 @@ class Work:
             prompts.append(prompt)
         return self._issue(prompts)
 
-    def _overhead(self, instruction: str) -> int:
-        """The prompt's tokens around an empty document (given for the document's own
-        instruction; counted for the combining pass's)."""
-        if instruction == self.spec.instruction and self.template_tokens is not None:
-            return self.template_tokens
-        return len(self.engine.prompt_ids(instruction, ""))
+    def _overhead(self) -> int:
+        """The prompt's tokens around an empty document (given, or counted once)."""
+        if self.template_tokens is None:
+            self.template_tokens = len(self.engine.prompt_ids(self.spec.instruction, ""))
+        return self.template_tokens
 
     @property
     def _part_spec(self) -> SummarySpec:
@@ -205,9 +232,9 @@ class Work:
 
 
 def _untitled(body: str) -> str | None:
-    """The document without the `Title: …` line it opens with (jobs/markup.py and
-    jobs/formats.py write it), or None when it has none or nothing else."""
-    if not body.startswith("Title: "):
+    """The text without the `Title: …` line it opens with, or None when it has none or
+    nothing else."""
+    if not body.startswith(TITLE):
         return None
     rest = body.partition("\n")[2].strip()
     return rest or None
