@@ -41,7 +41,9 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
   long      whole papers of aclsum's train split (--long-papers, 20), written as Markdown
             (title, abstract, section headings, paragraphs: many times the context), through
             the pipeline (parts and the combining pass) and `summarize eval`: how many end by
-            `stop`, how many still loop, ROUGE beside the lead baseline
+            `stop`, still loop, leak the instruction or say a sentence twice, ROUGE beside
+            the lead baseline; then each paper's first part alone (the text of its first
+            window), the same way: what the combining pass must beat
   hostile   files made to hurt a reader beside good ones, through `summarize submit`: its
             time and peak memory with its extraction processes
   pdfs      --pdfs-count PDFs submitted with one extraction process, with one a core, and

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from scripts.bench.common import (
@@ -182,6 +183,7 @@ def _quality_pipeline(args, chosen: list[dict]) -> dict:
                     results.c.finish_reason,
                     results.c.looped,
                     results.c.parts,
+                    results.c.flaw,
                 ).where(results.c.batch == "aclsum")
             ).all()
         db.dispose()
@@ -189,6 +191,7 @@ def _quality_pipeline(args, chosen: list[dict]) -> dict:
         found["stopped"] = sum(r.finish_reason == "stop" for r in rows)
         found["still_looped"] = sum(bool(r.looped) for r in rows)
         found["parts"] = sum(r.parts for r in rows) / len(rows)
+        found["flaws"] = dict(Counter(r.flaw for r in rows if r.flaw))
         return found
 
 
