@@ -234,6 +234,9 @@ class Settings:
     metrics_host: str = field(
         default="127.0.0.1", metadata={"env": "METRICS_HOST", "parse": _text}
     )  # 0.0.0.0 to let a Prometheus in another container scrape it
+    api_max_file_mb: int = field(
+        default=200, metadata={"env": "API_MAX_FILE_MB", "parse": _whole(1, 1 << 20)}
+    )  # the largest batch input file `summarize serve` takes (api/files.py), as OpenAI's
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -308,10 +308,61 @@ class QualityRollup(Base):
     compression_sum: Mapped[float] = _count(Float)
 
 
+class ApiKey(Base):
+    """A key `summarize serve` accepts (migration 0012): only a hash of it is kept."""
+
+    __tablename__ = "api_keys"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256, hex
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class StoredFile(Base):
+    """A file of the API (migration 0012): an uploaded batch input, or a batch's output or
+    error file; its bytes are under the data folder's `files/`."""
+
+    __tablename__ = "files"
+    __table_args__ = (Index(None, "owner", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(100))  # the key's name
+    filename: Mapped[str] = mapped_column(Text)
+    purpose: Mapped[str] = mapped_column(String(32))  # batch, batch_output
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiBatch(Base):
+    """What a batch made through the API has beyond an ordinary batch (migration 0012): its
+    owner, its input file, and the moments of its life the rows cannot tell."""
+
+    __tablename__ = "api_batches"
+    __table_args__ = (Index(None, "owner", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)  # the batch's name
+    owner: Mapped[str] = mapped_column(String(100))
+    input_file_id: Mapped[str] = mapped_column(String(64))
+    endpoint: Mapped[str] = mapped_column(String(64))
+    completion_window: Mapped[str] = mapped_column(String(16))
+    meta: Mapped[str | None] = mapped_column("metadata", Text, nullable=True)  # a JSON object
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    in_progress_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    failed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    errors: Mapped[str | None] = mapped_column(Text, nullable=True)  # a JSON list, when failed
+    cancelling_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    output_file_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error_file_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
 documents = Document.__table__
 batches = Batch.__table__
 prompts = Prompt.__table__
 results = Result.__table__
+api_keys = ApiKey.__table__
+stored_files = StoredFile.__table__
+api_batches = ApiBatch.__table__
 # Pending as a literal test, not bound parameters: SQLite then uses the partial index of
 # pending rows, and an UPDATE so filtered runs its per-row triggers about five times faster
 # (measured on 1,000-row writes: 130 against 680 microseconds a row).

@@ -23,6 +23,7 @@ from summarize.doctor import doctor
 from summarize.evaluate import evaluate
 from summarize.manage import COMMANDS as MANAGE_COMMANDS
 from summarize.run import run
+from summarize.serve import keys, serve
 from summarize.submit import submit
 
 
@@ -162,7 +163,7 @@ def db_upgrade(ctx) -> None:
     say(f"The database at {database.describe(settings)} is at the newest schema.")
 
 
-for _command in (submit, run, *MANAGE_COMMANDS, evaluate, doctor, dashboard):
+for _command in (submit, run, *MANAGE_COMMANDS, evaluate, doctor, dashboard, serve, keys):
     main.add_command(_command)
 
 
