@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from api import batches, files, keys
-from api.files import Refused
+from api.files import BLOCK_BYTES, Refused
 from core.presence import live_workers
 from core.settings import Settings
 from core.tables import stored_files
@@ -30,7 +30,6 @@ from readers.status import serving
 LOCAL = "local"  # the owner on a loopback server with no key
 KINDS = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error"}
 LIST_DEFAULT, LIST_MOST = 20, 100
-BLOCK_BYTES = 1 << 20
 
 
 def _error(
@@ -88,13 +87,7 @@ def create_app(
             and length.isdigit()
             and int(length) > (settings.api_max_file_mb << 20) + BLOCK_BYTES
         ):
-            raise Refused(
-                400,
-                f"The file is larger than this server takes ({settings.api_max_file_mb} MB): "
-                "split it, or raise SUMMARIZE_API_MAX_FILE_MB where the server runs.",
-                "file",
-                "file_too_large",
-            )
+            raise files.too_large(settings.api_max_file_mb)
         async with request.form(max_files=1, max_fields=8) as form:
             purpose, upload_ = form.get("purpose"), form.get("file")
             if purpose not in files.PURPOSES:

@@ -81,14 +81,19 @@ class Upload:
     def write(self, out, block: bytes) -> None:
         self.size += len(block)
         if self.size > self.limit:
-            raise Refused(
-                400,
-                f"The file is larger than this server takes ({self.limit >> 20} MB): split it, "
-                "or raise SUMMARIZE_API_MAX_FILE_MB where the server runs.",
-                "file",
-                "file_too_large",
-            )
+            raise too_large(self.limit >> 20)
         out.write(block)
+
+
+def too_large(limit_mb: int) -> Refused:
+    """The refusal of a file over SUMMARIZE_API_MAX_FILE_MB."""
+    return Refused(
+        400,
+        f"The file is larger than this server takes ({limit_mb} MB): split it, "
+        "or raise SUMMARIZE_API_MAX_FILE_MB where the server runs.",
+        "file",
+        "file_too_large",
+    )
 
 
 def store(
