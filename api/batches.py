@@ -176,7 +176,8 @@ def retrieve(settings: Settings, db: sa.Engine, owner: str, batch_id: str) -> di
         ).first()
     if row is None:
         raise Refused(404, f"No such Batch object: {batch_id}", "batch_id", "not_found")
-    return _object(settings, db, row)
+    (status,) = batch_status(db, [row.id]) or [None]
+    return _object(settings, db, row, status)
 
 
 def listed(settings: Settings, db: sa.Engine, owner: str, after: str | None, limit: int) -> dict:
@@ -202,7 +203,9 @@ def listed(settings: Settings, db: sa.Engine, owner: str, after: str | None, lim
                 limit + 1
             )
         ).all()
-    data = [_object(settings, db, row) for row in rows[:limit]]
+    page = rows[:limit]
+    figures = {status.batch: status for status in batch_status(db, [row.id for row in page])}
+    data = [_object(settings, db, row, figures.get(row.id)) for row in page]
     return {
         "object": "list",
         "data": data,
@@ -235,9 +238,9 @@ def _seconds(moment: datetime | None) -> int | None:
     return int(moment.timestamp()) if moment else None
 
 
-def _object(settings: Settings, db: sa.Engine, row) -> dict:
-    """OpenAI's batch object, from the API's row and the batch's figures."""
-    (status,) = batch_status(db, [row.id]) or [None]
+def _object(settings: Settings, db: sa.Engine, row, status: BatchStatus | None) -> dict:
+    """OpenAI's batch object, from the API's row and the batch's figures (None: the batch
+    has no rows yet)."""
     state = _state(row, status)
     if state in ("completed", "expired", "cancelled") and row.output_file_id is None:
         row = _finish(settings, db, row.id)
