@@ -340,6 +340,7 @@ def test_keys_are_listed_by_name_and_stored_only_as_hashes(env):
 
 
 @pytest.mark.engine
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # PG: the instant tests
 def test_the_real_model_answers_a_batch_through_the_api(env, tmp_path):
     env = env | {"SUMMARIZE_MODEL": str(model_dir()), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
     server = Server(env)

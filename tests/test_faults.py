@@ -1,8 +1,10 @@
 """Nothing lost, nothing doubled: fault tests on the real stack.
 
-Real worker processes with the real engine and model, a real Redis (the
-machine's, or a private one the test restarts), the real PostgreSQL (reached
-through a proxy the test can cut). Each test prints what it measured.
+Real worker processes, a real Redis (the machine's, or a private one the test
+restarts), the real PostgreSQL (reached through a proxy the test can cut). Workers
+killed mid-generation and the outages run the real engine and model; the poison
+document crashes its worker before the engine sees it, so the instant engine
+serves there. Each test prints what it measured.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ from core.messages import queue_for
 from tests.conftest import POSTGRES_URL, _reset_postgres
 from tests.services import RedisServer, TcpProxy
 from tests.stack import Worker, cli, copy_lee, rows
-
-pytestmark = pytest.mark.engine
 
 
 def count(batch: str, status: str) -> int:
@@ -61,6 +61,7 @@ def base_env(tmp_path, model, broker_url, queue, database_url=POSTGRES_URL) -> d
     }
 
 
+@pytest.mark.engine
 def test_killed_workers_lose_nothing_and_long_holds_are_not_delivered_twice(
     tmp_path, model, redis_url, queue_name
 ):
@@ -71,35 +72,35 @@ def test_killed_workers_lose_nothing_and_long_holds_are_not_delivered_twice(
     env = base_env(tmp_path, model, redis_url, queue_name) | {
         "SUMMARIZE_MAX_NUM_SEQS": "4",
         "SUMMARIZE_IN_FLIGHT": "40",
-        "SUMMARIZE_CHUNK_DOCS": "4",  # ten messages, all held at once
+        "SUMMARIZE_CHUNK_DOCS": "4",  # seven messages, all held at once
         # A kill -9 from outside looks like a crash the document caused: three kills could
         # make an innocent document use up three attempts. Allow more than we kill.
         "SUMMARIZE_MAX_ATTEMPTS": "5",
     }
     assert (
-        cli(env, "submit", str(copy_lee(tmp_path / "held", 0, 40)), "--batch", "held").returncode
+        cli(env, "submit", str(copy_lee(tmp_path / "held", 0, 28)), "--batch", "held").returncode
         == 0
     )
     worker = Worker(env, tmp_path / "worker-0.log")
     try:
-        wait_for(lambda: count("held", "succeeded") == 40, 900, "the held batch", worker)
+        wait_for(lambda: count("held", "succeeded") == 28, 900, "the held batch", worker)
         log = worker.log_path.read_text()
         received = len(re.findall(r"summarize\.chunk\[[^]]+\] received", log))
-        # Ten chunks of four, each received once: no message was delivered a second time.
-        assert (received, worker.summarized()) == (10, 40), worker.tail()
+        # Seven chunks of four, each received once: no message was delivered a second time.
+        assert (received, worker.summarized()) == (7, 28), worker.tail()
         assert {r.attempts for r in rows("held")} == {1}
         held_s = max((r.finished_at - r.created_at).total_seconds() for r in rows("held"))
         print(
             f"\nlongest hold: {held_s:.0f} s against a 10 s visibility timeout; "
-            f"{received} deliveries of 10 chunks, 40 documents"
+            f"{received} deliveries of 7 chunks, 28 documents"
         )
 
         # Then a batch during which workers are killed with SIGKILL at random moments.
-        corpus = copy_lee(tmp_path / "kill", 40, 90)
+        corpus = copy_lee(tmp_path / "kill", 40, 48)
         assert cli(env, "submit", str(corpus), "--batch", "kill").returncode == 0
         kills = []
         rng = random.Random(7)
-        for round_ in range(3):
+        for round_ in range(2):
             done_before = count("kill", "succeeded")
             wait_for(lambda n=done_before: count("kill", "succeeded") > n, 900, "progress", worker)
             time.sleep(rng.uniform(0, 4))
@@ -155,13 +156,14 @@ def test_killed_workers_lose_nothing_and_long_holds_are_not_delivered_twice(
     )
 
 
+@pytest.mark.services
 def test_a_poison_document_is_failed_after_the_limit_and_the_rest_succeed(
-    tmp_path, model, redis_url, queue_name
+    tmp_path, redis_url, queue_name
 ):
     _reset_postgres()
     corpus = copy_lee(tmp_path / "corpus", 130, 20)
     (corpus / "poison.txt").write_text("This report is ordinary until POISON-7f3a appears.\n")
-    env = base_env(tmp_path, model, redis_url, queue_name) | {
+    env = base_env(tmp_path, "echo", redis_url, queue_name) | {  # the instant engine
         "SUMMARIZE_TEST_CRASH_ON": "POISON-7f3a",
         "SUMMARIZE_MAX_NUM_SEQS": "8",
     }
@@ -219,6 +221,7 @@ class Exploit:
         return (open, (self.path, "w"))
 
 
+@pytest.mark.engine
 def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, model, queue_name):
     _reset_postgres()
     server = RedisServer(tmp_path / "redis", password="s3cret-pw", tls=True).start()
@@ -271,9 +274,9 @@ def test_a_redis_restart_and_a_database_outage_mid_batch_lose_nothing(tmp_path, 
         )
         proxy.cut()
         cut_at = count("outage", "succeeded")
-        time.sleep(30)
+        time.sleep(15)  # longer than the visibility timeout
         proxy.restore()
-        print(f"database cut for 30 s at {cut_at} of 63 done")
+        print(f"database cut for 15 s at {cut_at} of 63 done")
         wait_for(lambda: count("outage", "succeeded") == 63, 900, "the whole batch", worker)
         worker.signal(signal.SIGTERM)
         assert worker.wait(120) == 0, worker.tail()

@@ -172,27 +172,25 @@ def test_a_worker_without_its_model_says_how_to_fetch_it(tmp_path):
 def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
     tmp_path, redis_url, queue_name, model
 ):
-    """Three ACL papers (aclsum's train split), whose greedy summary loops with the default
-    model in bfloat16 where the CPU emulates it, and a text that says one thing forty times,
-    which loops wherever it runs; generated again with the settings that break loops, none
-    does, and the papers are scored against their human summaries."""
+    """A text that says one thing forty times, which loops wherever it runs, and an ACL paper
+    (aclsum's train split); generated again with the settings that break loops, none loops,
+    and the paper is scored against its human summary. (The paper's greedy summary loops in
+    bfloat16 where the CPU emulates it; that dtype is several times slower there than the
+    float32 the engine then chooses, so the test runs in the engine's own dtype.)"""
     from aclsum import ACLSum
     from transformers import AutoTokenizer
 
     papers = {d.id: d for d in ACLSum("train").documents + ACLSum("val").documents}
     corpus = tmp_path / "papers"
     corpus.mkdir()
-    for name in ("2021.acl-long.67", "2021.eacl-main.102", "2021.eacl-main.251"):
-        (corpus / f"{name}.txt").write_text(" ".join(papers[name].get_all_sentences()))
-    # The papers loop on a CPU that emulates bfloat16 and not on one that computes it (CI's
-    # machine differs by the day): a text that says one thing forty times loops on either.
+    name = "2021.acl-long.67"
+    (corpus / f"{name}.txt").write_text(" ".join(papers[name].get_all_sentences()))
     (corpus / "echoes.txt").write_text("The council met on Tuesday to vote on the budget. " * 40)
     env = {
         "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
         "SUMMARIZE_BROKER_URL": redis_url,
         "SUMMARIZE_QUEUE": queue_name,
         "SUMMARIZE_MODEL": str(model),
-        "SUMMARIZE_DTYPE": "bfloat16",
     }
     assert cli(env, "submit", str(corpus), "--batch", "papers").returncode == 0
     with Worker(env, tmp_path / "worker.log", "--burst") as worker:
@@ -202,7 +200,7 @@ def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
     with database.connect() as conn:
         rows = conn.execute(sa.select(results)).all()
     database.dispose()
-    assert [r.status for r in rows] == ["succeeded"] * 4
+    assert [r.status for r in rows] == ["succeeded"] * 2
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     kept = {r.id: len(tokenizer(r.summary, add_special_tokens=False).input_ids) for r in rows}
     again = [r for r in rows if r.completion_tokens > kept[r.id] + 8]  # a first try was dropped
@@ -212,9 +210,9 @@ def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
         assert 0 <= row.repetition < 1 and 0 < row.compression < 1 and row.novel_numbers >= 0
 
     # The batch's quality as `status` reads it from its rollup, and `eval` against the
-    # papers' human summaries (challenge, approach, outcome), beside the lead baseline.
+    # paper's human summaries (challenge, approach, outcome), beside the lead baseline.
     (status,) = json.loads(cli(env, "status", "papers", "--json").stdout)
-    assert status["quality"]["summaries"] == 4 and status["quality"]["looped"] == 0
+    assert status["quality"]["summaries"] == 2 and status["quality"]["looped"] == 0
     assert status["quality"]["truncated"] == sum(r.finish_reason == "length" for r in rows)
     references = tmp_path / "references.jsonl"
     references.write_text(
@@ -230,7 +228,7 @@ def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
     scored = cli(env, "eval", "papers", "--references", str(references), "--json")
     assert scored.returncode == 0, scored.stderr
     found = json.loads(scored.stdout)
-    assert found["documents"] == 3 and found["problems"] == []
+    assert found["documents"] == 1 and found["problems"] == []
     for scores in (found["summaries"], found["lead"]):
         assert 0.05 < scores["rougeL"] < 0.6 and scores["rouge1"] > scores["rouge2"] > 0, found
 

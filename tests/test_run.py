@@ -126,32 +126,32 @@ def test_with_the_real_engine_a_run_is_deduplicated_and_a_killed_one_finished_by
         "SUMMARIZE_MAX_NUM_SEQS": "4",  # a few at a time: the kill lands mid-batch
         "SUMMARIZE_CHUNK_DOCS": "4",
     }
-    first = cli(env, "run", str(copy_lee(tmp_path / "few", 0, 3)), "--batch", "few", timeout_s=600)
-    assert first.returncode == 0, first.stderr
-    assert "3 of 3 finished: 3 succeeded" in first.stdout
-
-    again = cli(env, "run", str(tmp_path / "few"), "--batch", "again", timeout_s=600)
-    assert again.returncode == 0, again.stderr
-    assert {(r.status, r.deduplicated) for r in batch_rows(tmp_path, "again")} == {
-        ("succeeded", True)
-    }
-
+    assert cli(env, "db", "upgrade").returncode == 0  # its table is read while the run starts
     many = copy_lee(tmp_path / "many", 3, 24)
-    run = Worker(env, tmp_path / "run.log", str(many), "--batch", "killed", command="run")
-    deadline = time.monotonic() + 600
-    while not any(r.status == "succeeded" for r in batch_rows(tmp_path, "killed")):
-        assert run.process.poll() is None, run.tail()
-        assert time.monotonic() < deadline, run.tail()
-        time.sleep(0.5)
-    os.killpg(run.pid, signal.SIGKILL)
-    run.process.wait(30)
+    with Worker(env, tmp_path / "run.log", str(many), "--batch", "killed", command="run") as run:
+        deadline = time.monotonic() + 600
+        while not any(r.status == "succeeded" for r in batch_rows(tmp_path, "killed")):
+            assert run.process.poll() is None, run.tail()
+            assert time.monotonic() < deadline, run.tail()
+            time.sleep(0.5)
+        os.killpg(run.pid, signal.SIGKILL)
+        run.process.wait(30)
     left = [r for r in batch_rows(tmp_path, "killed") if r.status != "succeeded"]
     assert left, "the whole batch finished before the kill: nothing was recovered"
 
     with Worker(env, tmp_path / "worker.log", "--burst") as worker:
         assert worker.wait(600) == 0, worker.tail()
-
     found = batch_rows(tmp_path, "killed")
     assert len(found) == 24
     assert {r.status for r in found} == {"succeeded"}
+
+    # The same folder run again with two articles more: only the two are summarized.
+    copy_lee(many, 0, 2)
+    again = cli(env, "run", str(many), "--batch", "again", timeout_s=600)
+    assert again.returncode == 0, again.stderr
+    assert "26 of 26 finished: 26 succeeded" in again.stdout
+    rows = batch_rows(tmp_path, "again")
+    assert sorted((r.deduplicated, r.status) for r in rows) == sorted(
+        [(False, "succeeded")] * 2 + [(True, "succeeded")] * 24
+    )
     print(f"killed with {len(left)} of 24 unfinished; a worker finished them")

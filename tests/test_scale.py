@@ -25,7 +25,7 @@ def test_two_workers_share_a_batch_and_each_document_is_summarized_once(
     tmp_path, redis_url, queue_name
 ):
     _reset_postgres()
-    corpus = copy_lee(tmp_path / "corpus", 230, 60)
+    corpus = copy_lee(tmp_path / "corpus", 230, 32)
     env = {
         "SUMMARIZE_DATA_DIR": str(tmp_path / "data"),
         "SUMMARIZE_DATABASE_URL": POSTGRES_URL,
