@@ -21,8 +21,9 @@ import redis
 import sqlalchemy as sa
 
 from api.files import Refused, new_id, path_of
+from core import notices
 from core.errors import described
-from core.settings import Settings
+from core.settings import Settings, parse_notify_url
 from core.tables import Status, api_batches, stored_files, utcnow
 from jobs import batches as jobs_batches
 from jobs import submit as submitting
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 ENDPOINT = "/v1/chat/completions"  # what a summary answers; OpenAI's other endpoints are not
 METADATA_PAIRS, METADATA_KEY, METADATA_VALUE = 16, 64, 512  # OpenAI's bounds
+NOTIFY_KEY = "notify_url"  # the metadata that names where the batch's end is told
 LIST_MOST = 100
 _finishing = threading.Lock()  # one thread writes a batch's output files
 
@@ -40,6 +42,13 @@ _finishing = threading.Lock()  # one thread writes a batch's output files
 def create(settings: Settings, db: sa.Engine, client: redis.Redis, owner: str, body: dict) -> dict:
     """A new batch of `owner`'s input file, validated and queued in a thread; its object."""
     file_id, endpoint, window, metadata = _asked(body)
+    if _notify_url(settings, metadata) and settings.notify_secret is None:
+        raise Refused(
+            400,
+            "This server cannot sign notices: start it with SUMMARIZE_NOTIFY_SECRET set "
+            "(`summarize keys secret` makes one).",
+            "metadata",
+        )
     with db.connect() as conn:
         found = conn.execute(
             sa.select(stored_files.c.id).where(
@@ -109,6 +118,11 @@ def _asked(body: dict) -> tuple[str, str, str, dict | None]:
             f"{METADATA_KEY} characters, values up to {METADATA_VALUE}).",
             "metadata",
         )
+    if metadata and NOTIFY_KEY in metadata:
+        try:
+            parse_notify_url(metadata[NOTIFY_KEY])
+        except ValueError as exc:
+            raise Refused(400, f"metadata.{NOTIFY_KEY} {exc}.", "metadata") from None
     return file_id, endpoint, window, metadata
 
 
@@ -167,6 +181,14 @@ def _validate(settings: Settings, db: sa.Engine, client: redis.Redis, batch_id: 
         ).scalar()
     if cancelled and not problem:  # cancel was asked while it was validating
         jobs_batches.cancel(db, batch_id, keep_texts=settings.keep_texts)
+    url = _notify_url(settings, json.loads(row.metadata) if row.metadata else None)
+    if url:  # from now on its end is told (a batch that failed here: at once)
+        notices.watch(db, batch_id, url)
+
+
+def _notify_url(settings: Settings, metadata: dict | None) -> str | None:
+    """Where the batch's end is told: its metadata's `notify_url`, or SUMMARIZE_NOTIFY_URL."""
+    return (metadata or {}).get(NOTIFY_KEY) or settings.notify_url
 
 
 def retrieve(settings: Settings, db: sa.Engine, owner: str, batch_id: str) -> dict:

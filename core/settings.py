@@ -7,6 +7,7 @@ cannot use is refused with a message that names the variable.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -142,6 +143,20 @@ def _storage_options(raw: str) -> dict[str, dict]:
     return {protocol.lower(): options for protocol, options in value.items()}
 
 
+def parse_notify_url(raw: str) -> str:
+    """A notice's URL, checked (SUMMARIZE_NOTIFY_URL, submit --notify, the API's metadata)."""
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname or len(raw) > 2000:
+        raise ValueError("must be an http:// or https:// URL (at most 2,000 characters)")
+    return raw
+
+
+def _notify_secret(raw: str) -> str:
+    if not raw.startswith("whsec_") or len(base64.b64decode(raw[6:] + "==", validate=False)) < 24:
+        raise ValueError("must be whsec_ and base64 (24 bytes or more): `summarize keys secret`")
+    return raw
+
+
 def _path(raw: str) -> Path:
     return Path(raw).expanduser()
 
@@ -237,6 +252,12 @@ class Settings:
     api_max_file_mb: int = field(
         default=200, metadata={"env": "API_MAX_FILE_MB", "parse": _whole(1, 1 << 20)}
     )  # the largest batch input file `summarize serve` takes (api/files.py), as OpenAI's
+    notify_url: str | None = field(
+        default=None, metadata={"env": "NOTIFY_URL", "parse": parse_notify_url}
+    )  # where every batch says that it ended, unless `submit --notify` names another
+    notify_secret: str | None = field(
+        default=None, metadata={"env": "NOTIFY_SECRET", "parse": _notify_secret, "secret": True}
+    )  # signs the notices workers send (core/notices.py); receivers verify with it
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

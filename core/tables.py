@@ -125,6 +125,11 @@ class Batch(Base):
     meta: Mapped[str | None] = mapped_column("metadata", Text, nullable=True)
     # documents still queued then end expired (submit --expire-after; 0008, 0009)
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # where a notice of its end is POSTed, once every document is queued (core/notices.py;
+    # migration 0013), when a worker or server claimed it, and what came of it
+    notify_url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
+    notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    notice: Mapped[str | None] = mapped_column(String(500), nullable=True)
 
 
 class Prompt(Base):

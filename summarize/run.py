@@ -19,14 +19,8 @@ import click
 from core import errors
 from readers.terminal import say
 from summarize.options import DAY_S, Seconds
-from summarize.submit import (
-    Order,
-    exit_status,
-    order_of,
-    print_progress,
-    queue_documents,
-    submit_options,
-)
+from summarize.order import Order, order_of, submit_options
+from summarize.submit import exit_status, print_progress, queue_documents
 
 PROGRESS_EVERY_S = 1.0  # how often the summarizing bar is redrawn
 

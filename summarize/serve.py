@@ -50,7 +50,7 @@ def serve(ctx, host: str, port: int) -> None:
 
     from api import batches, keys
     from api.app import create_app
-    from core import broker, database
+    from core import broker, database, notices
     from readers.dashboard.app import LOOPBACK_NAMES
 
     settings = Settings.for_command(ctx)
@@ -83,16 +83,18 @@ def serve(ctx, host: str, port: int) -> None:
         if resumed:
             say(f"Validating again {resumed} batch(es) a stopped server left validating.")
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        told = notices.Notices(db, settings.notify_secret).start()  # a failed batch's, too
         try:
             server.run(sockets=[sock])
         finally:
+            told.stop()
             sock.close()
             db.dispose()
 
 
 @click.group()
 def keys() -> None:
-    """Make, list and revoke the keys `summarize serve` accepts.
+    """Make, list and revoke the keys `summarize serve` accepts; make a notices' secret.
 
     \b
     Example:
@@ -154,3 +156,21 @@ def keys_revoke(ctx, name: str) -> None:
 
     api_keys.revoke(database.ready(Settings.for_command(ctx)), name)
     say(f"Key {name!r} revoked.")
+
+
+@keys.command("secret")
+def keys_secret() -> None:
+    """Print a new secret for signing notices, to set as SUMMARIZE_NOTIFY_SECRET.
+
+    Set it where workers and `summarize serve` run, and give it to the receivers of
+    `submit --notify`: they verify each notice's webhook-signature with it (Standard
+    Webhooks, as OpenAI's webhooks; openai's `client.webhooks.unwrap` does).
+
+    \b
+    Example:
+      summarize keys secret > notify-secret   # then SUMMARIZE_NOTIFY_SECRET=$(cat notify-secret)
+    """
+    import base64
+    import secrets
+
+    click.echo("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())

@@ -128,3 +128,7 @@ class CountingRecorder(Recorder):
     def record(self, outcomes):
         super().record(outcomes)
         self.transactions.append(len(outcomes))
+
+
+# A secret that signs notices (SUMMARIZE_NOTIFY_SECRET; core/notices.py), for the tests only.
+NOTIFY_SECRET = "whsec_" + "c2VjcmV0LWZvci10aGUtbm90aWNlcy10ZXN0cy0xMjM0NQ=="

@@ -300,3 +300,40 @@ class Bucket:
     def keys(self) -> list[str]:
         listed = self.client.list_objects_v2(Bucket=self.name)
         return sorted(item["Key"] for item in listed.get("Contents", []))
+
+
+class Receiver:
+    """An HTTP server on loopback that keeps every POST (headers, body) and answers each with
+    the next of `statuses` (then 200): a webhook receiver, as a user of --notify runs one."""
+
+    def __init__(self, *statuses: int):
+        import http.server
+
+        received: list[tuple[dict[str, str], bytes]] = []
+        answers = list(statuses)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                self.send_response(answers.pop(0) if answers else 200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.received = received
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hooks/summarize"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def wait_for(self, count: int, timeout_s: float = 60) -> list[tuple[dict[str, str], bytes]]:
+        deadline = time.monotonic() + timeout_s
+        while len(self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return list(self.received)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

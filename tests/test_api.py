@@ -20,6 +20,8 @@ from click.testing import CliRunner
 from core import database, requeue
 from core.settings import Settings
 from summarize.cli import main
+from tests.helpers import NOTIFY_SECRET
+from tests.services import Receiver
 from tests.stack import SUMMARIZE, Worker, model_dir
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -76,8 +78,9 @@ def make_key(env: dict[str, str], name: str) -> str:
 
 @pytest.fixture
 def instant(env) -> dict[str, str]:
-    """The settings of the server and its worker: the instant engine's batches."""
-    return env | {"SUMMARIZE_MODEL": "echo"}
+    """The settings of the server and its worker: the instant engine's batches, and a secret
+    that signs notices."""
+    return env | {"SUMMARIZE_MODEL": "echo", "SUMMARIZE_NOTIFY_SECRET": NOTIFY_SECRET}
 
 
 @pytest.fixture
@@ -156,6 +159,33 @@ def test_a_script_written_for_openai_runs_unchanged(keyed, instant_worker, tmp_p
     }
 
 
+def test_a_batch_whose_metadata_names_a_url_is_told_there_when_it_ends(
+    keyed, instant_worker, tmp_path
+):
+    server, alice, _ = keyed
+    client = server.client(alice)
+    receiver = Receiver()
+    try:
+        uploaded = client.files.create(
+            file=batch_file(tmp_path / "in.jsonl", request("a", "A text.")).open("rb"),
+            purpose="batch",
+        )
+        batch = client.batches.create(
+            input_file_id=uploaded.id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+            metadata={"notify_url": receiver.url},
+        )
+        assert finished(client, batch.id).status == "completed"
+        ((headers, body),) = receiver.wait_for(1)
+    finally:
+        receiver.close()
+
+    hooks = openai.OpenAI(api_key="unused", webhook_secret=NOTIFY_SECRET).webhooks
+    event = hooks.unwrap(body, headers)  # as a script reads OpenAI's own batch webhooks
+    assert (event.type, event.data.id) == ("batch.completed", batch.id)
+
+
 def test_a_key_sees_only_its_own_files_and_batches(keyed, tmp_path):
     server, alice, bob = keyed
     mine, theirs = server.client(alice), server.client(bob)
@@ -216,6 +246,7 @@ def test_a_bad_input_file_is_refused_naming_its_lines(keyed, tmp_path):
         ({"endpoint": "/v1/embeddings"}, "endpoint"),
         ({"completion_window": "soon"}, "completion_window"),
         ({"metadata": {"k": "v" * 600}}, "metadata"),
+        ({"metadata": {"notify_url": "file:///etc/passwd"}}, "metadata"),
     ],
 )
 def test_a_batch_asked_for_wrongly_is_refused_naming_the_field(keyed, tmp_path, asked, param):

@@ -3,9 +3,10 @@
 One process, one engine. Celery's thread pool holds enough chunk messages for
 `in_flight` documents (twice the profile's `max_num_seqs` by default), so the
 engine always has a second wave waiting behind the sequences it is running.
-Beside it run two small threads: one
+Beside it run small threads: one
 renews the leases of the messages we hold, one puts back on the queue any
-document whose message Redis lost.
+document whose message Redis lost, one tells the batches that ended where they
+asked to be told (core/notices.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import NoReturn
 import redis
 import sqlalchemy as sa
 
-from core import broker, database, messages, presence, redis_state, requeue
+from core import broker, database, messages, notices, presence, redis_state, requeue
 from core.model import resolve as resolve_model
 from core.settings import Settings
 from worker import echo, logs, runtime
@@ -100,6 +101,7 @@ def run(
             target=_requeue_stranded, daemon=True, args=(settings, drain.recorder.db, stop)
         )
         sweeper.start()
+        told = notices.Notices(drain.recorder.db, settings.notify_secret).start()
         worker = app.Worker(
             pool="threads",
             concurrency=held,
@@ -121,6 +123,7 @@ def run(
         stop.set()
         leases.stop(farewell=lambda client: presence.gone(client, settings, name))
         drain.stop(leaving=True)
+        told.stop()  # after the last rows: a burst worker's batches are told they ended
         log.info("stopped: %d documents admitted, %d written", drain.admitted, drain.recorded)
         return _exit_status(worker.exitcode or 0, stopping.is_set(), drain)
 
