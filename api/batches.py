@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from api.files import Refused, new_id, path_of
 from core import notices
 from core.errors import described
-from core.settings import Settings, parse_notify_url
+from core.settings import PRIORITY_NAMES, Settings, parse_notify_url
 from core.tables import Status, api_batches, stored_files, utcnow
 from jobs import batches as jobs_batches
 from jobs import submit as submitting
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 ENDPOINT = "/v1/chat/completions"  # what a summary answers; OpenAI's other endpoints are not
 METADATA_PAIRS, METADATA_KEY, METADATA_VALUE = 16, 64, 512  # OpenAI's bounds
 NOTIFY_KEY = "notify_url"  # the metadata that names where the batch's end is told
+PRIORITY_KEY = "priority"  # the metadata that gives the batch's priority (submit --priority)
 LIST_MOST = 100
 _finishing = threading.Lock()  # one thread writes a batch's output files
 
@@ -118,6 +119,10 @@ def _asked(body: dict) -> tuple[str, str, str, dict | None]:
             f"{METADATA_KEY} characters, values up to {METADATA_VALUE}).",
             "metadata",
         )
+    if metadata and metadata.get(PRIORITY_KEY, "normal") not in PRIORITY_NAMES:
+        raise Refused(
+            400, f"metadata.{PRIORITY_KEY} must be one of {', '.join(PRIORITY_NAMES)}.", "metadata"
+        )
     if metadata and NOTIFY_KEY in metadata:
         try:
             parse_notify_url(metadata[NOTIFY_KEY])
@@ -154,14 +159,15 @@ def resume(settings: Settings, db: sa.Engine, client: redis.Redis) -> int:
 def _validate(settings: Settings, db: sa.Engine, client: redis.Redis, batch_id: str) -> None:
     with db.connect() as conn:
         row = conn.execute(sa.select(api_batches).where(api_batches.c.id == batch_id)).one()
+    metadata = json.loads(row.metadata) if row.metadata else {}
     try:
         report = submitting.submit(
-            settings,
+            settings.with_changes(priority=metadata.get(PRIORITY_KEY)),
             db,
             client,
             [str(path_of(settings, row.input_file_id))],
             batch_id,
-            meta=json.loads(row.metadata) if row.metadata else None,
+            meta=metadata or None,
             expire_after_s=jobs_batches.duration_s(row.completion_window),
         )
         problem = None if report.documents else "the input file holds no request"
@@ -181,7 +187,7 @@ def _validate(settings: Settings, db: sa.Engine, client: redis.Redis, batch_id: 
         ).scalar()
     if cancelled and not problem:  # cancel was asked while it was validating
         jobs_batches.cancel(db, batch_id, keep_texts=settings.keep_texts)
-    url = _notify_url(settings, json.loads(row.metadata) if row.metadata else None)
+    url = _notify_url(settings, metadata)
     if url:  # from now on its end is told (a batch that failed here: at once)
         notices.watch(db, batch_id, url)
 

@@ -7,7 +7,10 @@ separators): kombu's Redis transport stores the body base64-encoded again, and a
 64 hex keys would cost over 100 bytes a document where this costs about 70.
 
 Each model has a queue of its own (`queue_for`): a batch for model X waits where only
-workers running X take it.
+workers running X take it. Beside it wait the more and the less urgent batches' documents
+(`lists_of`: `QUEUE.high`, `QUEUE`, `QUEUE.low`); a worker consumes the three in that order
+(kombu's `priority` queue order: its BRPOP names them so), so it takes from the most urgent
+one that holds a message, whatever waits in the others.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 
-from core.settings import DEFAULT_MODEL_NAME, MAX_CHUNK_DOCS, Settings
+from core.settings import DEFAULT_MODEL_NAME, MAX_CHUNK_DOCS, PRIORITY_NAMES, Settings
 
 TASK_NAME = "summarize.chunk"
 KEY_BYTES = 32  # a result key is a SHA-256
@@ -85,3 +88,14 @@ def queue_for(base: str, model: str) -> str:
 def home(settings: Settings) -> str:
     """The queue this process's model reads from (a worker) and writes to (a producer)."""
     return queue_for(settings.queue, settings.model_name)
+
+
+def at(queue: str, priority: str) -> str:
+    """Where a batch of `priority` waits in a model's queue (`normal`, or a value that is none
+    of PRIORITY_NAMES: the queue itself)."""
+    return f"{queue}.{priority}" if priority != "normal" and priority in PRIORITY_NAMES else queue
+
+
+def lists_of(queue: str) -> list[str]:
+    """The lists a model's queue's messages wait in, the most urgent first."""
+    return [at(queue, priority) for priority in PRIORITY_NAMES]

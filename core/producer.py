@@ -10,7 +10,7 @@ import redis
 import sqlalchemy as sa
 
 from core import broker
-from core.messages import TASK_NAME, chunks, pack, queue_for
+from core.messages import TASK_NAME, at, chunks, pack, queue_for
 from core.settings import Settings
 from core.transport import celery_config
 
@@ -24,9 +24,12 @@ def _producer_app(settings: Settings):
     return app
 
 
-def enqueue(settings: Settings, keys: Iterable[str], model: str | None = None) -> int:
-    """Send the keys as chunk messages to the queue of `model` (by default this process's);
-    returns how many messages. Raises redis.ConnectionError."""
+def enqueue(
+    settings: Settings, keys: Iterable[str], model: str | None = None, priority: str | None = None
+) -> int:
+    """Send the keys as chunk messages to the queue of `model` (by default this process's), at
+    `priority` (by default SUMMARIZE_PRIORITY or submit's --priority); returns how many
+    messages. Raises redis.ConnectionError."""
     from kombu.exceptions import OperationalError
 
     app = _producer_app(settings)
@@ -38,7 +41,7 @@ def enqueue(settings: Settings, keys: Iterable[str], model: str | None = None) -
                 app.send_task(
                     TASK_NAME,
                     kwargs={"keys": pack(chunk)},
-                    queue=target,
+                    queue=at(target, priority or settings.priority),
                     producer=producer,
                     ignore_result=True,
                     kwargsrepr=f"{{'keys': <{len(chunk)} documents>}}",
@@ -55,6 +58,7 @@ def commit_then_push(
     write: Callable[[sa.Connection], list[str]],
     undo: Callable[[sa.Connection, list[str]], None] | None = None,
     model: str | None = None,
+    priority: str | None = None,
 ) -> list[str]:
     """The one order rows and their messages are written in (submit, retry, the requeue sweep).
 
@@ -67,7 +71,7 @@ def commit_then_push(
     with db.begin() as conn:
         keys = write(conn)
     try:
-        enqueue(settings, keys, model)
+        enqueue(settings, keys, model, priority)
     except (redis.RedisError, OSError) as exc:
         if undo is not None:
             with db.begin() as conn:

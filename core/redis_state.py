@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import redis
 
-from core.messages import unpack
+from core.messages import lists_of, unpack
 from core.transport import UNACKED, UNACKED_INDEX
 
 
@@ -23,8 +23,8 @@ def marker(queue: str) -> str:
 
 
 def waiting(client: redis.Redis, queue: str) -> int:
-    """Messages waiting in the queue (each a chunk of documents)."""
-    return int(client.llen(queue))
+    """Messages waiting in the queue, at every priority (each a chunk of documents)."""
+    return sum(int(client.llen(name)) for name in lists_of(queue))
 
 
 def messages_in_redis(client: redis.Redis, queues: str | Iterable[str]) -> int:
@@ -63,7 +63,9 @@ def keys_in_redis(client: redis.Redis, queues: str | Iterable[str], page: int = 
     """Result keys that have a message waiting (in any of the queues) or held, read a page of
     messages at a time."""
     runs: list[array] = []
-    for queue in [queues] if isinstance(queues, str) else queues:
+    for queue in [
+        name for q in ([queues] if isinstance(queues, str) else queues) for name in lists_of(q)
+    ]:
         start = 0
         while True:
             raw = client.lrange(queue, start, start + page - 1)

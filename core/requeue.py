@@ -138,15 +138,16 @@ def requeue_stranded(
     cutoff = now - timedelta(seconds=older_than_s)
     # a row a live worker holds under its lease is not stranded
     unheld = sa.or_(results.c.status == Status.QUEUED, lease_lapsed(now))
-    query = (
-        sa.select(results.c.result_key, results.c.model, sa.func.count())
+    query = (  # at each batch's priority: a key pending in two batches may go twice
+        sa.select(results.c.result_key, results.c.model, batches.c.priority, sa.func.count())
+        .join(batches, batches.c.name == results.c.batch)
         .where(is_pending, unheld, results.c.created_at < cutoff)
-        .group_by(results.c.result_key, results.c.model)
+        .group_by(results.c.result_key, results.c.model, batches.c.priority)
     )
     if batch is not None:
         query = query.where(results.c.batch == batch)
     present: redis_state.KeysInRedis | None = None  # read once a pending row is found
-    stranded: dict[str, bytearray] = {}  # by model: their keys, 32 bytes each
+    stranded: dict[tuple, bytearray] = {}  # by model and priority: their keys, 32 bytes each
     rows = 0
     with db.connect() as conn:
         for page in conn.execution_options(yield_per=PAGE_ROWS).execute(query).partitions():
@@ -154,19 +155,20 @@ def requeue_stranded(
                 present = redis_state.keys_in_redis(
                     client, _pending_queues(db, settings)
                 )  # is seen
-            for key, model, count in page:
+            for key, model, priority, count in page:
                 if key is not None and key not in present:
-                    stranded.setdefault(model, bytearray()).extend(bytes.fromhex(key))
+                    stranded.setdefault((model, priority), bytearray()).extend(bytes.fromhex(key))
                     rows += count
     step = PAGE_ROWS * messages.KEY_BYTES
-    for model, keys_of_model in stranded.items():
+    for (model, priority), keys_of_model in stranded.items():
         for start in range(0, len(keys_of_model), step):
             piece = keys_of_model[start : start + step]
             keys = [
                 piece[i : i + messages.KEY_BYTES].hex()
                 for i in range(0, len(piece), messages.KEY_BYTES)
             ]
-            producer.commit_then_push(settings, db, _waiting_again(keys, unheld), model=model)
+            write = _waiting_again(keys, unheld)
+            producer.commit_then_push(settings, db, write, model=model, priority=priority)
     documents = sum(len(k) for k in stranded.values()) // messages.KEY_BYTES
     if documents:
         log.warning(

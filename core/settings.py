@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -80,19 +80,17 @@ def _share(raw: str) -> float:
     return value
 
 
-def _profile(raw: str) -> str:
-    if raw not in PROFILES:
-        raise ValueError(f"must be one of {', '.join(PROFILES)}")
-    return raw
+def _one_of(choices: Iterable[str]) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return raw
+
+    return parse
 
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
-
-
-def _dtype(raw: str) -> str:
-    if raw not in DTYPES:
-        raise ValueError(f"must be one of {', '.join(DTYPES)}")
-    return raw
+PRIORITY_NAMES = ("high", "normal", "low")  # a batch's priority, the most urgent first
 
 
 def _database_url(raw: str) -> str:
@@ -178,7 +176,7 @@ class Settings:
     )
     model: str | None = field(default=None, metadata={"env": "MODEL", "parse": _text})
     profile_name: str = field(
-        default=DEFAULT_PROFILE, metadata={"env": "PROFILE", "parse": _profile}
+        default=DEFAULT_PROFILE, metadata={"env": "PROFILE", "parse": _one_of(PROFILES)}
     )
     instruction: str = field(
         default=DEFAULT_INSTRUCTION, metadata={"env": "PROMPT", "parse": _text}
@@ -238,7 +236,7 @@ class Settings:
         default=1, metadata={"env": "TENSOR_PARALLEL_SIZE", "parse": _whole(1, 64)}
     )
     dtype: str = field(
-        default="auto", metadata={"env": "DTYPE", "parse": _dtype}
+        default="auto", metadata={"env": "DTYPE", "parse": _one_of(DTYPES)}
     )  # auto: the model's own, float32 on a CPU without bfloat16 arithmetic (worker/engine.py)
     gpu_memory_utilization: float | None = field(
         default=None, metadata={"env": "GPU_MEMORY_UTILIZATION", "parse": _share}
@@ -252,6 +250,9 @@ class Settings:
     api_max_file_mb: int = field(
         default=200, metadata={"env": "API_MAX_FILE_MB", "parse": _whole(1, 1 << 20)}
     )  # the largest batch input file `summarize serve` takes (api/files.py), as OpenAI's
+    priority: str = field(
+        default="normal", metadata={"env": "PRIORITY", "parse": _one_of(PRIORITY_NAMES)}
+    )
     notify_url: str | None = field(
         default=None, metadata={"env": "NOTIFY_URL", "parse": parse_notify_url}
     )  # where every batch says that it ended, unless `submit --notify` names another

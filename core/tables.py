@@ -130,6 +130,8 @@ class Batch(Base):
     notify_url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
     notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     notice: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    # high, normal or low: its messages wait at it (core/messages.py); NULL: normal (0014)
+    priority: Mapped[str | None] = mapped_column(String(8), nullable=True)
 
 
 class Prompt(Base):

@@ -28,6 +28,7 @@ def transport_options(settings: Settings) -> dict:
         "socket_timeout": 30,
         "socket_connect_timeout": 10,
         "health_check_interval": 10,
+        "queue_order_strategy": "priority",  # the most urgent first (messages.lists_of)
     }
 
 

@@ -50,14 +50,16 @@ def default_batch_name(paths: Iterable[str]) -> str:
 def check_batch(
     db: sa.Engine,
     name: str,
-    model: str,
+    settings: Settings,
     spec: SummarySpec,
     meta: dict | None = None,
     expire_after_s: float | None = None,
 ) -> dict | None:
     """Check that an existing batch used the same model, prompt and metadata (`--meta`; a
     later submit may leave it out); for a new one, the row to make it with, which is made
-    with its first documents' rows (a submit that queues nothing leaves no empty batch)."""
+    with its first documents' rows (a submit that queues nothing leaves no empty batch). Its
+    model and priority are the settings' (a later submit's priority is its own messages')."""
+    model = settings.model_name
     longest = batches.c.name.type.length
     if len(name) > longest:
         raise SummarizeError(
@@ -81,6 +83,7 @@ def check_batch(
             "created_at": utcnow(),
             "metadata": _json(meta) if meta else None,
             "expires_at": utcnow() + timedelta(seconds=expire_after_s) if expire_after_s else None,
+            "priority": settings.priority,
         }
     if (row.model, row.prompt_hash) != (model, spec.hash):
         raise SummarizeError(
@@ -138,8 +141,10 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
     failed = sa.and_(results.c.batch == batch, results.c.status == Status.FAILED)
     retryable = sa.and_(failed, results.c.content_hash.is_not(None))
     counts = {}
-    with db.connect() as conn:  # its documents go to its model's queue, whoever retries
-        model = conn.execute(sa.select(batches.c.model).where(batches.c.name == batch)).scalar()
+    with db.connect() as conn:  # to its model's queue at its priority, whoever retries
+        model, priority = conn.execute(
+            sa.select(batches.c.model, batches.c.priority).where(batches.c.name == batch)
+        ).one_or_none() or (None, None)
 
     def write(conn: sa.Connection) -> list[str]:
         counts["unreadable"] = conn.execute(
@@ -173,7 +178,7 @@ def retry_failed(db: sa.Engine, settings: Settings, batch: str) -> Retried:
             .values(status=Status.FAILED, error=RETRY_UNSENT, finished_at=utcnow())
         )
 
-    keys = producer.commit_then_push(settings, db, write, failed_again, model=model)
+    keys = producer.commit_then_push(settings, db, write, failed_again, model, priority)
     return Retried(len(keys), counts["rows"], counts["unreadable"])
 
 

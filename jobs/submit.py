@@ -105,7 +105,7 @@ def submit(
     `on_document` is called after each document read (each file, each record); with
     `schema`, every summary is JSON of that schema."""
     spec = batch_spec(settings, schema)
-    new_batch = check_batch(db, batch, settings.model_name, spec, meta, expire_after_s)
+    new_batch = check_batch(db, batch, settings, spec, meta, expire_after_s)
     report = SubmitReport(batch)
     chunk: list[Text | Unreadable] = []
     chunk_bytes = 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from core import errors
-from core.settings import MAX_SUMMARY_TOKENS, Settings
+from core.settings import MAX_SUMMARY_TOKENS, PRIORITY_NAMES, Settings
 from summarize.options import Whole
 
 # What submit and run share: the paths' batch, how to read them, how to summarize them.
@@ -84,6 +84,12 @@ OPTIONS = (
         help="Attach KEY=VALUE to the batch (repeatable); `batches` and the dashboard show it.",
     ),
     click.option(
+        "--priority",
+        type=click.Choice(PRIORITY_NAMES),
+        help="Workers take this batch's documents before those of less urgent batches, even "
+        "ones queued long before (default: SUMMARIZE_PRIORITY, normal).",
+    ),
+    click.option(
         "--notify",
         metavar="URL",
         help="POST a signed event to URL once the batch has ended (default: SUMMARIZE_NOTIFY_URL).",
@@ -129,6 +135,7 @@ def order_of(
     schema_file: Path | None,
     expire_after: str | None,
     notify: str | None,
+    priority: str | None,
 ) -> Order:
     """Submit's options checked, each refused with the fix, before anything is read."""
     from core.settings import read_prompt_file
@@ -152,6 +159,7 @@ def order_of(
         instruction=prompt.strip() if prompt else None,
         max_tokens=max_tokens,
         max_sentences=max_sentences,
+        priority=priority,
     )
     try:
         _ = settings.profile  # a length the profile cannot hold is refused here, with the fix

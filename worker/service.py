@@ -105,7 +105,7 @@ def run(
         worker = app.Worker(
             pool="threads",
             concurrency=held,
-            queues=[home],
+            queues=messages.lists_of(home),  # the most urgent first
             loglevel=loglevel,
             hostname=name,
             without_mingle=True,
