@@ -2,7 +2,8 @@
 
 A key is `sk-summarize-` and 32 random bytes in URL-safe base64; its hash is all the
 database holds, so a copy of the database gives no key. Every call of the API names its
-key (`Authorization: Bearer KEY`), and sees and changes only what that key made.
+key (`Authorization: Bearer KEY`), and sees and changes only what that key made. A key made
+with `dashboard` opens `summarize dashboard` as well, which shows every batch.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ def digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def create(db: sa.Engine, name: str) -> str:
-    """A new key named `name`; the key itself is returned, never stored."""
+def create(db: sa.Engine, name: str, *, dashboard: bool = False) -> str:
+    """A new key named `name` (one that opens the dashboard too, with `dashboard`); the key
+    itself is returned, never stored."""
     if not NAME.fullmatch(name):
         raise SummarizeError(
             f"{name!r} cannot name a key: use letters, digits, '.', '_' or '-' (up to 100), "
@@ -38,7 +40,11 @@ def create(db: sa.Engine, name: str) -> str:
                 f"A key named {name!r} exists already: revoke it first "
                 f"(summarize keys revoke {name}), or choose another name."
             )
-        conn.execute(api_keys.insert().values(name=name, key_hash=digest(key), created_at=utcnow()))
+        conn.execute(
+            api_keys.insert().values(
+                name=name, key_hash=digest(key), created_at=utcnow(), dashboard=dashboard
+            )
+        )
     return key
 
 
@@ -55,29 +61,29 @@ def revoke(db: sa.Engine, name: str) -> None:
 
 
 def listed(db: sa.Engine) -> list[sa.Row]:
-    """Every key's name, when it was made, and when it was revoked (None: live)."""
+    """Every key's name, when it was made, when it was revoked (None: live), and whether it
+    opens the dashboard."""
+    columns = (api_keys.c.name, api_keys.c.created_at, api_keys.c.revoked_at, api_keys.c.dashboard)
     with db.connect() as conn:
-        return list(
-            conn.execute(
-                sa.select(api_keys.c.name, api_keys.c.created_at, api_keys.c.revoked_at).order_by(
-                    api_keys.c.name
-                )
-            )
-        )
+        return list(conn.execute(sa.select(*columns).order_by(api_keys.c.name)))
 
 
-def owner(db: sa.Engine, key: str) -> str | None:
-    """The name of the live key `key`, or None."""
+def owner(db: sa.Engine, key: str, *, dashboard: bool = False) -> str | None:
+    """The name of the live key `key` (one that opens the dashboard, with `dashboard`), or
+    None."""
+    query = sa.select(api_keys.c.name).where(
+        api_keys.c.key_hash == digest(key), api_keys.c.revoked_at.is_(None)
+    )
+    if dashboard:
+        query = query.where(api_keys.c.dashboard.is_(True))
     with db.connect() as conn:
-        return conn.execute(
-            sa.select(api_keys.c.name).where(
-                api_keys.c.key_hash == digest(key), api_keys.c.revoked_at.is_(None)
-            )
-        ).scalar()
+        return conn.execute(query).scalar()
 
 
-def any_live(db: sa.Engine) -> bool:
+def any_live(db: sa.Engine, *, dashboard: bool = False) -> bool:
+    """Whether a key is live (one that opens the dashboard, with `dashboard`)."""
+    query = sa.select(api_keys.c.name).where(api_keys.c.revoked_at.is_(None))
+    if dashboard:
+        query = query.where(api_keys.c.dashboard.is_(True))
     with db.connect() as conn:
-        return bool(
-            conn.execute(sa.select(api_keys.c.name).where(api_keys.c.revoked_at.is_(None))).first()
-        )
+        return bool(conn.execute(query.limit(1)).first())

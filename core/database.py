@@ -38,7 +38,7 @@ T = TypeVar("T")
 
 # The newest migration; `ensure_schema` upgrades a database that is behind it.
 # tests/test_migrations.py checks that it matches migrations/versions.
-SCHEMA_REVISION = "0014"
+SCHEMA_REVISION = "0015"
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 

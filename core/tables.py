@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     literal_column,
     or_,
     text,
@@ -324,6 +325,8 @@ class ApiKey(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256, hex
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # it opens `summarize dashboard` too (migration 0015)
+    dashboard: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class StoredFile(Base):

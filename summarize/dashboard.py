@@ -64,7 +64,7 @@ def bind(host: str, port: int) -> socket.socket:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on; anything but loopback shows the page to the network.",
+    help="Address to listen on; anything but loopback needs a dashboard key made first.",
 )
 @click.option(
     "--port",
@@ -81,32 +81,50 @@ def dashboard(ctx, host: str, port: int) -> None:
     read-only, through the batch_stats, daily_stats and failures views, and
     refreshes every few seconds while a batch runs. Click a batch to see its
     slowest documents with their summaries, and its failed ones with the error.
-    It listens on 127.0.0.1 unless --host says otherwise, and has no login.
+
+    It listens on 127.0.0.1 unless --host says otherwise. Once a key that opens it is
+    made (summarize keys create NAME --dashboard), the page asks for one, the browser's
+    password prompt taking the key as the password; anywhere but loopback it will not
+    start without such a key. It shows every batch, whichever key made it.
 
     \b
     Example:
       summarize dashboard --port 8080
     """
     import uvicorn
+    from sqlalchemy.exc import DBAPIError
 
+    from api import keys
     from core import database
     from readers.dashboard.app import LOOPBACK_NAMES, create_app
     from readers.dashboard.queries import open_readonly
 
     settings = Settings.for_command(ctx)
     db = open_readonly(settings)
-    sock = bind(host, port)
+    try:
+        keyed = keys.any_live(db, dashboard=True)
+    except DBAPIError:  # a database from before dashboard keys (migration 0015)
+        keyed = False
     local = is_loopback(host)
-    app = create_app(db, allowed_hosts=LOOPBACK_NAMES if local else ("*",))
+    if not local and not keyed:
+        db.dispose()
+        raise SummarizeError(
+            f"Refusing to listen on {host} with no dashboard key: anyone who reaches it could "
+            "read every summary. Make one first (summarize keys create NAME --dashboard)."
+        )
+    sock = bind(host, port)
+
+    def opens(key: str) -> bool:
+        return keys.owner(db, key, dashboard=True) is not None
+
+    app = create_app(
+        db, allowed_hosts=LOOPBACK_NAMES if local else ("*",), opens=opens if keyed else None
+    )
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     say(f"Dashboard of {database.describe(settings)} on http://{shown}:{bound}/ (Ctrl-C stops it)")
-    if not local:
-        say(
-            f"Warning: listening on {host}: anyone who can reach this machine can read "
-            "every summary; the dashboard has no login.",
-            err=True,
-        )
+    if keyed:
+        say("It asks for a key made with --dashboard: give it as the password.")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     try:
         server.run(sockets=[sock])

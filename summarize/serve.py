@@ -104,19 +104,25 @@ def keys() -> None:
 
 @keys.command("create")
 @click.argument("name")
+@click.option(
+    "--dashboard",
+    is_flag=True,
+    help="The key opens `summarize dashboard` too, which shows every batch: for operators.",
+)
 @click.pass_context
-def keys_create(ctx, name: str) -> None:
+def keys_create(ctx, name: str, dashboard: bool) -> None:
     """Make a key named NAME and print it, once: only its hash is kept.
 
     \b
     Example:
       summarize keys create alice
+      summarize keys create ops --dashboard
     """
     from api import keys as api_keys
     from core import database
 
     db = database.ready(Settings.for_command(ctx))
-    key = api_keys.create(db, name)
+    key = api_keys.create(db, name, dashboard=dashboard)
     click.echo(key)
     say(f"Key {name!r} made: it is printed above, once; store it now.", err=True)
 
@@ -124,7 +130,8 @@ def keys_create(ctx, name: str) -> None:
 @keys.command("list")
 @click.pass_context
 def keys_list(ctx) -> None:
-    """List the keys by name, when each was made, and whether it was revoked.
+    """List the keys by name, when each was made, whether it was revoked, and whether it
+    opens the dashboard.
 
     \b
     Example:
@@ -138,7 +145,10 @@ def keys_list(ctx) -> None:
         say("No keys yet: summarize keys create NAME makes one.")
     for row in found:
         state = f"revoked {row.revoked_at:%Y-%m-%d %H:%M}" if row.revoked_at else "live"
-        click.echo(f"{printable(row.name):<32} made {row.created_at:%Y-%m-%d %H:%M}  {state}")
+        opens = "  opens the dashboard" if row.dashboard else ""
+        click.echo(
+            f"{printable(row.name):<32} made {row.created_at:%Y-%m-%d %H:%M}  {state}{opens}"
+        )
 
 
 @keys.command("revoke")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,29 @@ def embedded_env(tmp_path: Path, redis_url: str, queue: str, model: str | Path) 
         "SUMMARIZE_QUEUE": queue,
         "SUMMARIZE_MODEL": str(model),
     }
+
+
+@contextlib.contextmanager
+def dashboard(env: dict[str, str], *args: str):
+    """`summarize dashboard --port 0 ARGS` in its own process: yields the URL it printed and
+    a list that holds what it wrote to stderr once it has stopped."""
+    process = subprocess.Popen(
+        [*SUMMARIZE, "dashboard", "--port", "0", *args],
+        env=os.environ | env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    errors: list[str] = []
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        line = process.stdout.readline() if ready else ""
+        match = re.search(r"on (http://\S+/) \(Ctrl-C stops it\)", line)
+        assert match, f"the dashboard did not start: {line!r} {process.stderr.read()!r}"
+        yield match.group(1), errors
+    finally:
+        process.terminate()
+        errors.append(process.communicate(timeout=30)[1])
 
 
 DEFAULT_TEST_MODEL = Path.home() / ".cache" / "summarize-tests" / "models" / "SmolLM2-135M-Instruct"

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,7 @@ from readers.views import batch_stats
 from summarize.cli import main
 from tests.batches import durations, submit, summarize_queued
 from tests.helpers import write
-from tests.stack import SUMMARIZE
+from tests.stack import dashboard
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
@@ -283,22 +281,9 @@ def test_a_port_in_use_is_an_error_that_says_what_to_do(env, db):
 @pytest.fixture
 def server(env, week):
     """`summarize dashboard --port 0` in its own process; yields its URL."""
-    process = subprocess.Popen(
-        [*SUMMARIZE, "dashboard", "--port", "0"],
-        env=os.environ | env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready, _, _ = select.select([process.stdout], [], [], 60)
-        line = process.stdout.readline() if ready else ""
-        match = re.search(r"on (http://127\.0\.0\.1:\d+/) \(Ctrl-C stops it\)", line)
-        assert match, f"the dashboard did not start: {line!r} {process.stderr.read()!r}"
-        yield match.group(1)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with dashboard(env) as (url, _):
+        assert url.startswith("http://127.0.0.1:")
+        yield url
 
 
 # -- the page in a real browser ---------------------------------------------------------------

@@ -9,7 +9,7 @@ charts. The app only reads; the engine it is given should be read-only too
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -22,6 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from readers.dashboard import queries
+from readers.dashboard.gate import KeyGate
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -56,9 +57,15 @@ def _bounded(request: Request, name: str, default: int, high: int) -> int:
     return min(max(value, 1), high)
 
 
-def create_app(db: sa.Engine, *, allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
+def create_app(
+    db: sa.Engine,
+    *,
+    allowed_hosts: Sequence[str] = ("*",),
+    opens: Callable[[str], bool] | None = None,
+) -> Starlette:
     """The dashboard over `engine`. Pass LOOPBACK_NAMES as `allowed_hosts` when it listens
-    on loopback only: a page on another site cannot then reach it by DNS rebinding."""
+    on loopback only: a page on another site cannot then reach it by DNS rebinding. With
+    `opens`, every request must carry a key it accepts (readers/dashboard/gate.py)."""
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
@@ -82,6 +89,9 @@ def create_app(db: sa.Engine, *, allowed_hosts: Sequence[str] = ("*",)) -> Starl
             Route("/api/batches/{name:path}", batch),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+            *([Middleware(KeyGate, opens=opens)] if opens else []),
+        ],
     )
     return app
