@@ -66,6 +66,12 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
   schema    the corpus (the first --docs) through `summarize run --schema` (--schema,
             samples/schemas/key-points.json) with the real engine and default settings: how
             many summaries parse as JSON and validate against the schema, how many were cut
+  api       `summarize serve` driven by the official `openai` client beside `summarize submit`
+            on one OpenAI batch input file: --api-requests requests (100,000, and a tenth)
+            uploaded, created and validated, with the server's memory; and the round trip
+            with the instant engine and a running worker (--api-round-trip, 20,000: upload,
+            create, poll, download the output) beside `submit --wait` + `results --format
+            openai`. `readers` times `GET /v1/batches/{id}` at its millions of rows too
 
 It prints documents and output tokens per second for each mode, then one line of ratios:
 `pipeline/raw=… raw/hf=… pipeline/hf=…`. A mode named more than once runs that often, and its

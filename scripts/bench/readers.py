@@ -61,7 +61,7 @@ def run(args) -> dict:
                     flush=True,
                 )
                 night += 1
-        timings = {name: _median_ms(read) for name, read in _readers(db).items()}
+        timings = {name: _median_ms(read) for name, read in _readers(settings, db).items()}
         rows = _rows(db)
         db.dispose()
     finally:
@@ -96,17 +96,38 @@ def _median_ms(read, times: int = 7) -> float:
     return sorted(took)[times // 2]
 
 
-def _readers(db) -> dict:
-    """Each reader a user meets: the dashboard's endpoints, status, batches, Grafana's panels."""
+def _readers(settings, db) -> dict:
+    """Each reader a user meets: the dashboard's endpoints, status, batches, Grafana's panels,
+    and the API's batch object (night-000 made an API batch of the local user)."""
     import re
 
     import sqlalchemy as sa
     from starlette.testclient import TestClient
 
+    from api.app import LOCAL
+    from api.app import create_app as api_app
+    from core.tables import api_batches, utcnow
     from readers import status
     from readers.dashboard.app import create_app
 
     client = TestClient(create_app(db))
+    with db.begin() as conn:
+        if not conn.execute(
+            sa.select(api_batches.c.id).where(api_batches.c.id == "night-000")
+        ).first():
+            conn.execute(
+                api_batches.insert().values(
+                    id="night-000",
+                    owner=LOCAL,
+                    input_file_id="file-bench",
+                    endpoint="/v1/chat/completions",
+                    completion_window="24h",
+                    created_at=utcnow(),
+                    in_progress_at=utcnow(),
+                )
+            )
+    api = TestClient(api_app(settings, db, None, open_to_any_key=True))
+    bearer = {"Authorization": "Bearer bench"}
 
     def get(path):
         return lambda: client.get(path).raise_for_status()
@@ -115,6 +136,9 @@ def _readers(db) -> dict:
         "/api/overview": get("/api/overview"),
         "/api/batches/night-000 (generated)": get("/api/batches/night-000"),
         "/api/batches/night-001 (deduplicated)": get("/api/batches/night-001"),
+        "GET /v1/batches/night-000 (the API's batch object)": lambda: api.get(
+            "/v1/batches/night-000", headers=bearer
+        ).raise_for_status(),
         "summarize status": lambda: status.batch_status(db, status.latest_batches(db, 5)),
         "summarize batches": lambda: status.batch_status(db, status.latest_batches(db, 20)),
     }

@@ -30,6 +30,7 @@ MODES = {
     "parquet": "parquet",
     "s3": "objects",
     "schema": "schema",
+    "api": "api",
 }
 IN_A_CHILD = {"raw", "hf"}  # an engine of their own, in a process of their own
 CHILDREN = {
@@ -120,6 +121,12 @@ def main() -> None:
         type=Path,
         default=None,
         help="pdfs: also time the submit of this checkout (another commit's worktree)",
+    )
+    parser.add_argument(
+        "--api-requests", type=int, default=100_000, help="api: requests uploaded (and a tenth)"
+    )
+    parser.add_argument(
+        "--api-round-trip", type=int, default=20_000, help="api: requests of the round trip"
     )
     parser.add_argument("--_child", help=argparse.SUPPRESS)
     args = parser.parse_args()
