@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
+from core.quality import LOOP_RUN_WORDS
+
 # Bump when the prompt layout or sampling changes, so earlier results are not reused.
 PROMPT_FORMAT = 1
 TEMPERATURE = 0.0  # greedy: the same document gives the same summary
@@ -65,9 +67,11 @@ class SummarySpec:
         """The spec a `prompts` row stores."""
         return cls(row.instruction, row.max_tokens, row.max_sentences or None, row.schema)
 
-    def sampling(self, loop_breaking: bool = False) -> dict:
+    def sampling(self, loop_breaking: bool = False, watch_loops: bool = False) -> dict:
         """The keyword arguments of vLLM's SamplingParams for one request (extra_args are
-        read by worker/rules.py); `loop_breaking`: with the settings that break a loop."""
+        read by worker/rules.py); `loop_breaking`: with the settings that break a loop;
+        `watch_loops`: ending as soon as it loops (a first try that is generated again if
+        it does)."""
         params: dict = {"max_tokens": self.max_tokens, "temperature": TEMPERATURE}
         extra: dict = {}
         if self.max_sentences:
@@ -75,6 +79,8 @@ class SummarySpec:
         if loop_breaking:
             extra |= LOOP_BREAKING
             extra["no_repeat_ngram"] = NO_REPEAT_TOKENS
+        elif watch_loops:
+            extra["stop_looping"] = LOOP_RUN_WORDS  # worker/loops.py
         if extra:
             params["extra_args"] = extra
         return params

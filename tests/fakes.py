@@ -69,6 +69,7 @@ class FakeEngine:
         prompt_ids: list[int],
         spec: SummarySpec,
         loop_breaking: bool = False,
+        watch_loops: bool = False,
     ) -> None:
         max_tokens = spec.max_tokens
         if loop_breaking:

@@ -239,3 +239,20 @@ def test_a_final_summary_that_copies_the_instruction_is_generated_again_to_break
     assert again.loop_breaking
     assert work.finish(_text_finished(again, "The council shut the bridge.")) == []
     assert work.result.text == "The council shut the bridge."
+
+
+def test_only_a_final_summarys_first_try_ends_as_soon_as_it_loops():
+    engine = FakeEngine(max_model_len=100)
+    ids = itertools.count()
+    work = Work("k", SummarySpec("summarize", 20), engine, lambda: str(next(ids)))
+    requests = work.start(" ".join(f"w{i}" for i in range(500)))
+    assert not any(r.watch_loops for r in requests)  # parts: their loops are not tried again
+    while len(requests) > 1:
+        requests = _finish(work, engine, requests)
+    (final,) = requests
+    assert final.watch_loops
+
+    (again,) = work.finish(_text_finished(final, "The bridge shut. " * 3))
+
+    assert again.loop_breaking and not again.watch_loops
+    assert not Work("j", SummarySpec("s", 20, None, "{}"), engine, str).start("text")[0].watch_loops

@@ -62,7 +62,7 @@ def rules_with(penalties: dict):
     from worker.rules import SummaryRules
 
     rules = object.__new__(SummaryRules)
-    rules.counts, rules.repeats, rules.penalties = {}, {}, penalties
+    rules.counts, rules.repeats, rules.watches, rules.penalties = {}, {}, {}, penalties
     return rules
 
 

@@ -58,6 +58,7 @@ class EchoEngine:
         prompt_ids: list[int],
         spec: SummarySpec,
         loop_breaking: bool = False,
+        watch_loops: bool = False,
     ) -> None:
         max_tokens = spec.max_tokens  # a sentence limit or schema changes nothing here
         if len(prompt_ids) + max_tokens > self.max_model_len:

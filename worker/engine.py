@@ -53,10 +53,12 @@ class Engine(Protocol):
         prompt_ids: list[int],
         spec: SummarySpec,
         loop_breaking: bool = False,
+        watch_loops: bool = False,
     ) -> None:
         """Start a request: at most `spec.max_tokens`, ending after `spec.max_sentences`
         sentences, JSON valid under `spec.schema` (vLLM's structured outputs); with
-        `loop_breaking`, the settings that break a loop (core/prompt.SummarySpec.sampling)."""
+        `loop_breaking`, the settings that break a loop; with `watch_loops`, ending as soon
+        as it loops (core/prompt.SummarySpec.sampling)."""
 
     def step(self) -> list[Finished]: ...
 
@@ -156,12 +158,13 @@ class VllmEngine:
         prompt_ids: list[int],
         spec: SummarySpec,
         loop_breaking: bool = False,
+        watch_loops: bool = False,
     ) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
-        kwargs = spec.sampling(loop_breaking)
+        kwargs = spec.sampling(loop_breaking, watch_loops)
         if spec.schema is not None:
             kwargs["structured_outputs"] = StructuredOutputsParams(json=json.loads(spec.schema))
         params = SamplingParams(output_kind=RequestOutputKind.FINAL_ONLY, **kwargs)

@@ -10,8 +10,9 @@ after the document's `Title: …` line, summarized again in parts if it is still
 to MAX_LEVELS). The model is told nothing about summaries: what it is told, it copies.
 
 A final summary is generated once more, at most, when it is unusable as it came: one that
-loops, says a sentence twice or copies the instruction (core/quality.py), from the same
-prompt with the settings that break loops (flagged if it still loops or copies; a sentence it
+loops (its first try ends as soon as it does: worker/loops.py), says a sentence twice or
+copies the instruction (core/quality.py), from the same prompt with the settings that break
+loops (flagged if it still loops or copies; a sentence it
 still says again is dropped); one that is only
 a headline, of a text that opens with its `Title: …` line, from the text without that line;
 a JSON summary (a --schema batch) cut at its length before its JSON closed, with twice the
@@ -63,6 +64,7 @@ class Request:
     prompt_ids: list[int]
     spec: SummarySpec  # a part's summary has the document's spec without its schema
     loop_breaking: bool = False  # with the settings that break a loop (core/prompt.py)
+    watch_loops: bool = False  # ends once it loops: a final summary's first try
 
 
 @dataclass
@@ -181,7 +183,7 @@ class Work:
         if len(whole) <= limit:
             if not self.level:
                 self.document_tokens = len(whole) - self._overhead()
-            return self._issue([whole])
+            return self._issue([whole], watch_loops=self.spec.schema is None)
         overhead = self._overhead()
         window = limit - overhead - PROMPT_SLACK_TOKENS
         if window < MIN_WINDOW_TOKENS:
@@ -217,7 +219,11 @@ class Work:
         return replace(self.spec, schema=None) if self.spec.schema else self.spec
 
     def _issue(
-        self, prompts: list[list[int]], loop_breaking: bool = False, spec: SummarySpec | None = None
+        self,
+        prompts: list[list[int]],
+        loop_breaking: bool = False,
+        spec: SummarySpec | None = None,
+        watch_loops: bool = False,
     ) -> list[Request]:
         self._texts = [None] * len(prompts)
         self._prompts = prompts
@@ -225,7 +231,7 @@ class Work:
         if spec is None:
             spec = self.spec if len(prompts) == 1 else self._part_spec  # one: the final summary
         for slot, prompt in enumerate(prompts):
-            request = Request(self.new_id(), prompt, spec, loop_breaking)
+            request = Request(self.new_id(), prompt, spec, loop_breaking, watch_loops)
             self._pending[request.request_id] = slot
             requests.append(request)
         return requests

@@ -2,6 +2,9 @@
 
 - `extra_args={"max_sentences": N}`: once the output holds N sentences and its last token
   ends one, the stop tokens are the only choice (the rule: worker/sentences.py).
+- `extra_args={"stop_looping": N}`: once the output's last N words have come three times,
+  the stop tokens are the only choice (worker/loops.py); asked of a final summary's first
+  try, which is generated again if it loops.
 - `extra_args={"no_repeat_ngram": N}`: a token that would repeat a run of N tokens of the
   output is not a choice (worker/repeats.py); asked of a summary generated again because
   it looped.
@@ -22,6 +25,7 @@ import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
+from worker.loops import LoopWatch, word_starts
 from worker.repeats import Repeats
 from worker.sentences import Count, token_kinds
 
@@ -36,13 +40,15 @@ class SummaryRules(LogitsProcessor):
         )
         pieces = [tokenizer.decode([i]) for i in range(len(tokenizer))]
         self.ends, self.letters = token_kinds(pieces)
+        self.starts = word_starts(pieces)
         self.counts: dict[int, Count] = {}
+        self.watches: dict[int, LoopWatch] = {}
         self.repeats: dict[int, Repeats] = {}
         self.penalties: dict[int, tuple[float, list[int]]] = {}  # row -> (penalty, output)
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
-        for name in ("max_sentences", "no_repeat_ngram"):
+        for name in ("max_sentences", "no_repeat_ngram", "stop_looping"):
             value = (sampling_params.extra_args or {}).get(name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive whole number, not {value!r}")
@@ -65,6 +71,11 @@ class SummaryRules(LogitsProcessor):
         return Count(limit, output, sorted(params.all_stop_token_ids))
 
     @staticmethod
+    def _watch(params, _prompt: list[int] | None, output: list[int]) -> LoopWatch | None:
+        n = (params.extra_args or {}).get("stop_looping")
+        return LoopWatch(n, output, sorted(params.all_stop_token_ids)) if n else None
+
+    @staticmethod
     def _repeats(params, _prompt: list[int] | None, output: list[int]) -> Repeats | None:
         n = (params.extra_args or {}).get("no_repeat_ngram")
         return Repeats(n, output) if n else None
@@ -76,6 +87,7 @@ class SummaryRules(LogitsProcessor):
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         process_dict_updates(self.counts, batch_update, self._added)
+        process_dict_updates(self.watches, batch_update, self._watch)
         process_dict_updates(self.repeats, batch_update, self._repeats)
         process_dict_updates(self.penalties, batch_update, self._penalty)
 
@@ -86,13 +98,20 @@ class SummaryRules(LogitsProcessor):
                 logits[row, torch.tensor(sorted(banned), device=logits.device)] = float("-inf")
         for row, count in self.counts.items():
             if count.stops and count.update(self.ends, self.letters):
-                stops = torch.tensor(count.stops, device=logits.device)
-                kept = logits[row, stops]
-                logits[row] = float("-inf")
-                logits[row, stops] = kept
+                _only(logits, row, count.stops)
+        for row, watch in self.watches.items():
+            if watch.stops and watch.update(self.starts):
+                _only(logits, row, watch.stops)
         for row, (penalty, output) in self.penalties.items():
             if output:
                 tokens, counts = torch.tensor(output).unique(return_counts=True)
                 tokens = tokens.to(logits.device)
                 logits[row, tokens] -= penalty * counts.to(logits.device, logits.dtype)
         return logits
+
+
+def _only(logits: torch.Tensor, row: int, tokens: list[int]) -> None:
+    """Leave `tokens` the row's only choices, as likely against each other as they were."""
+    kept = logits[row, torch.tensor(tokens, device=logits.device)]
+    logits[row] = float("-inf")
+    logits[row, torch.tensor(tokens, device=logits.device)] = kept

@@ -41,7 +41,11 @@ class Running:
         for request in requests:
             self._work[request.request_id] = work
             self.engine.add(
-                request.request_id, request.prompt_ids, request.spec, request.loop_breaking
+                request.request_id,
+                request.prompt_ids,
+                request.spec,
+                request.loop_breaking,
+                request.watch_loops,
             )
 
     def finished(self, finished: Finished) -> Work | None:
