@@ -153,9 +153,15 @@ def session(settings: Settings) -> Iterator[redis.Redis]:
     try:
         yield client
     finally:
-        client.close()
-        if settings.embedded_broker:
-            EmbeddedRedis(settings).stop_if_idle()
+        release(settings, client)
+
+
+def release(settings: Settings, client: redis.Redis) -> None:
+    """Close a command's client, and shut an embedded server that no one else uses: what
+    `session` does on leaving, for a client held outside one."""
+    client.close()
+    if settings.embedded_broker:
+        EmbeddedRedis(settings).stop_if_idle()
 
 
 def redis_server_binary() -> str:

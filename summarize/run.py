@@ -63,7 +63,7 @@ def run(ctx, paths: tuple[str, ...], timeout, **options) -> None:
         try:
             queue_documents(order, db, client)
         finally:
-            client.close()
+            broker.release(settings, client)
         print_progress(progress.progress(db, order.batch))
         return
     reading = _Reading(order, db)
@@ -83,7 +83,7 @@ def run(ctx, paths: tuple[str, ...], timeout, **options) -> None:
     finally:
         reading.stop()
         shown.stop()
-        client.close()
+        broker.release(settings, client)  # the worker's are closed: the last to leave
     if reading.error is not None:
         raise reading.error
     final = progress.progress(db, order.batch)

@@ -12,6 +12,7 @@ from core import broker
 from core.settings import Settings
 from summarize.cli import main
 from tests.helpers import write
+from tests.stack import cli
 
 
 @pytest.fixture
@@ -95,3 +96,16 @@ def test_an_embedded_server_that_cannot_start_says_where_its_log_is(tmp_path, mo
     monkeypatch.setattr(broker, "redis_server_binary", lambda: "/nonexistent/redis-server")
     with pytest.raises(broker.BrokerUnavailable, match="redis.log, or set SUMMARIZE_BROKER_URL"):
         broker.connect(settings)
+
+
+def test_summarize_run_leaves_no_embedded_server_behind(embedded, tmp_path):
+    """`summarize run` leaves by os._exit, past its sessions' ends: it shuts the server it
+    started itself, as every other command does."""
+    write(tmp_path / "in", "a.txt", "The council met on Monday. It voted on the budget.")
+    env = {"SUMMARIZE_DATA_DIR": str(embedded.data_dir), "SUMMARIZE_MODEL": "echo"}
+    env = {k: v for k, v in (os.environ | env).items() if k != "SUMMARIZE_BROKER_URL"}
+
+    done = cli(env, "run", str(tmp_path / "in"), "--batch", "b", timeout_s=120)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not broker.EmbeddedRedis(embedded).socket.exists()
