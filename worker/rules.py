@@ -112,6 +112,7 @@ class SummaryRules(LogitsProcessor):
 
 def _only(logits: torch.Tensor, row: int, tokens: list[int]) -> None:
     """Leave `tokens` the row's only choices, as likely against each other as they were."""
-    kept = logits[row, torch.tensor(tokens, device=logits.device)]
+    chosen = torch.tensor(tokens, device=logits.device)
+    kept = logits[row, chosen]
     logits[row] = float("-inf")
-    logits[row, torch.tensor(tokens, device=logits.device)] = kept
+    logits[row, chosen] = kept
