@@ -71,19 +71,17 @@ def listed(db: sa.Engine) -> list[sa.Row]:
 def owner(db: sa.Engine, key: str, *, dashboard: bool = False) -> str | None:
     """The name of the live key `key` (one that opens the dashboard, with `dashboard`), or
     None."""
-    query = sa.select(api_keys.c.name).where(
-        api_keys.c.key_hash == digest(key), api_keys.c.revoked_at.is_(None)
-    )
-    if dashboard:
-        query = query.where(api_keys.c.dashboard.is_(True))
     with db.connect() as conn:
-        return conn.execute(query).scalar()
+        return conn.execute(_live(dashboard).where(api_keys.c.key_hash == digest(key))).scalar()
 
 
 def any_live(db: sa.Engine, *, dashboard: bool = False) -> bool:
     """Whether a key is live (one that opens the dashboard, with `dashboard`)."""
-    query = sa.select(api_keys.c.name).where(api_keys.c.revoked_at.is_(None))
-    if dashboard:
-        query = query.where(api_keys.c.dashboard.is_(True))
     with db.connect() as conn:
-        return bool(conn.execute(query.limit(1)).first())
+        return bool(conn.execute(_live(dashboard).limit(1)).first())
+
+
+def _live(dashboard: bool) -> sa.Select:
+    """The names of the live keys (those that open the dashboard, with `dashboard`)."""
+    query = sa.select(api_keys.c.name).where(api_keys.c.revoked_at.is_(None))
+    return query.where(api_keys.c.dashboard.is_(True)) if dashboard else query
