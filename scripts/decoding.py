@@ -37,7 +37,8 @@ VARIANTS = {  # name: (text after the document, SamplingParams changes)
 
 
 def main() -> None:
-    from bench import DEFAULT_CORPUS, documents, papers
+    from bench.common import DEFAULT_CORPUS, documents
+    from bench.quality import papers
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
