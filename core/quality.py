@@ -124,14 +124,10 @@ def leaked(summary: str, instruction: str, document: str) -> bool:
 SENTENCE = re.compile(r"[^.!?\n]*(?:[.!?]+[\"'”’)\]]*|\n|$)\s*")
 
 
-def says_again(summary: str) -> bool:
-    """Whether the summary says a sentence again, word for word or nearly (`repeats`)."""
-    return repeats(_read(summary)[1])
-
-
 def without_repeats(summary: str) -> str:
     """The summary without each sentence that says again what an earlier one said (as
-    `repeats` finds them), the rest as written."""
+    `repeats` finds them), nor a last sentence cut before its end that starts as an earlier
+    one does (a repeat the length or the loop watch ended), the rest as written."""
     kept: list[str] = []
     seen: list[tuple[str, set]] = []
     for match in SENTENCE.finditer(summary):
@@ -141,8 +137,10 @@ def without_repeats(summary: str) -> str:
         words = _read(written)[0]
         pairs = set(zip(words, words[1:], strict=False))
         said = " ".join(words)
-        again = len(words) >= 3 and any(
+        cut = match.end() == len(summary) and written.rstrip()[-1:] not in ".!?\"'”’)]"
+        again = (len(words) >= 3 or cut) and any(
             said == other
+            or (cut and words and other.startswith(said + " "))
             or (
                 len(words) >= NEAR_SAME_WORDS
                 and len(earlier) >= NEAR_SAME_WORDS - 1

@@ -213,15 +213,28 @@ def test_when_little_of_the_opening_fits_every_part_summary_follows_the_title():
     assert words == ["summarize", "briefly", "Title:", "Bridges", *" ".join(said).split()]
 
 
-def test_a_final_summary_that_says_a_sentence_twice_is_generated_again_to_break_it():
+def test_a_final_summary_that_says_a_sentence_twice_keeps_what_it_said_before():
+    engine = FakeEngine(max_model_len=100)
+    work = Work("k", SummarySpec("summarize", 20), engine, lambda: "r")
+    (first,) = work.start("The council shut the bridge for repairs. It opens in May.")
+    twice = "The council shut the bridge. It opens in May. The council shut the bridge. The"
+
+    assert work.finish(_text_finished(first, twice)) == []  # no second try
+
+    assert work.result.text == "The council shut the bridge. It opens in May."
+    assert not work.regenerated
+
+
+def test_a_final_summary_with_nothing_usable_before_its_repeats_is_generated_again():
     engine = FakeEngine(max_model_len=100)
     work = Work("k", SummarySpec("summarize", 20), engine, lambda: "r")
     (first,) = work.start("The council shut the bridge for repairs.")
-    twice = "The council shut the bridge. The council shut the bridge."
+    looping = "the bridge and the council and the road and " * 3  # within one sentence
 
-    (again,) = work.finish(_text_finished(first, twice))
+    (again,) = work.finish(_text_finished(first, looping))
 
     assert again.loop_breaking and again.prompt_ids == first.prompt_ids
+    twice = "The council shut the bridge. The council shut the bridge."
     assert work.finish(_text_finished(again, twice)) == []  # once only; the repeat is dropped
     assert work.result.text == "The council shut the bridge."
 
@@ -252,7 +265,7 @@ def test_only_a_final_summarys_first_try_ends_as_soon_as_it_loops():
     (final,) = requests
     assert final.watch_loops
 
-    (again,) = work.finish(_text_finished(final, "The bridge shut. " * 3))
+    (again,) = work.finish(_text_finished(final, "the bridge shut and the road shut and " * 3))
 
     assert again.loop_breaking and not again.watch_loops
     assert not Work("j", SummarySpec("s", 20, None, "{}"), engine, str).start("text")[0].watch_loops

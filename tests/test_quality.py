@@ -178,6 +178,15 @@ def test_a_long_hostile_summary_is_compared_pair_by_pair_only_so_far():
             "using Hellinger similarity. The results are in Table 4.",
         ),
         ("The council met. The council met again on Friday to vote.", None),  # nothing again
+        (  # a repeat the length cap cut, as it starts
+            "The council met on Friday. It voted. The council met",
+            "The council met on Friday. It voted.",
+        ),
+        (  # cut, but not as an earlier sentence starts
+            "The council met on Friday to decide the fate of the river bridge. It voted to "
+            "close it for fourteen weeks. The mayor",
+            None,
+        ),
     ],
 )
 def test_a_sentence_said_again_is_dropped_and_the_rest_kept_as_written(summary, mended):
