@@ -393,3 +393,35 @@ def test_a_summary_that_loops_is_generated_again_once_with_loop_breaking_setting
     assert found["stuck.txt"].looped is True  # kept, and flagged
     assert len(engine.added) == 4 and len(engine.loop_breaking) == 2  # each asked twice, no more
     assert found["loopy.txt"].completion_tokens == 8  # both generations are counted
+
+
+class ThreadNotingEngine(FakeEngine):
+    """Notes the threads it is built and stepped on."""
+
+    def __init__(self):
+        super().__init__()
+        self.built_on = threading.current_thread()
+        self.stepped_on: set[threading.Thread] = set()
+
+    def step(self):
+        self.stepped_on.add(threading.current_thread())
+        return super().step()
+
+
+def test_the_engine_is_built_on_the_thread_that_steps_it(settings, db, tmp_path):
+    keys = submitted(settings, db, tmp_path, {"a.txt": "one two three"})
+    drain = Drain.built_on_its_thread(ThreadNotingEngine, Recorder(db), settings)
+    try:
+        assert summarize_one(drain, keys["a.txt"]).result(WAIT_S).status == "succeeded"
+    finally:
+        drain.stop(timeout=5)
+    assert drain.engine.built_on is not threading.current_thread()
+    assert drain.engine.stepped_on == {drain.engine.built_on}
+
+
+def test_an_engine_that_cannot_be_built_raises_in_the_callers_thread(settings, db):
+    def refused():
+        raise RuntimeError("no model here")
+
+    with pytest.raises(RuntimeError, match="no model here"):
+        Drain.built_on_its_thread(refused, Recorder(db), settings)

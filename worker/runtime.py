@@ -16,18 +16,15 @@ _drain: Drain | None = None
 
 
 def build(settings: Settings) -> Drain:
-    """Load the model into the engine and start the drain loop."""
+    """Start the drain loop, its thread loading the model into the engine first."""
     from worker.recorder import Recorder
 
-    engine = build_engine(settings)
     recorder = Recorder(
         database.ready(settings),
         keep_texts=settings.keep_texts,
         lease_s=settings.visibility_timeout_s,
     )
-    drain = Drain(engine, recorder, settings)
-    drain.start()
-    return drain
+    return Drain.built_on_its_thread(lambda: build_engine(settings), recorder, settings)
 
 
 def build_engine(settings: Settings) -> Engine:
