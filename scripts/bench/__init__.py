@@ -56,7 +56,8 @@ Modes, each on the same documents, model, profile and greedy sampling, one after
             worker's engine settings) and `summarize run` (a first run, no sentence limit) on
             one OpenAI batch input file of the documents, each from start to exit, in turn,
             --peer-rounds times; the phases (start-up to the first document, generating,
-            last write to exit) and the ratio of the walls
+            last write to exit) and the ratio of the walls; --peer-paragraphs N: N paragraphs
+            of aclsum's train and validation papers instead (2,000: the engine dominates)
   parquet   --parquet-rows records (1,000,000) as one Parquet file and as JSON lines,
             each submitted (wall time, peak memory), then the batch drained by the instant
             engine and exported with `results --format parquet` and `--format jsonl`

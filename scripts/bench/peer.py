@@ -35,7 +35,11 @@ def run(args) -> dict:
     settings = Settings.from_env()
     model = resolve(settings)
     work = Path(tempfile.mkdtemp(prefix="summarize-peer-"))
-    texts = documents(args.corpus, args.docs)
+    texts = (
+        paragraphs(args.peer_paragraphs)
+        if args.peer_paragraphs
+        else documents(args.corpus, args.docs)
+    )
     batch_file = work / "input.jsonl"
     with batch_file.open("w", encoding="utf-8") as out:
         for i, text in enumerate(texts):
@@ -58,7 +62,25 @@ def run(args) -> dict:
     rounds = []
     for n in range(args.peer_rounds):
         rounds.append({"peer": _run_batch(runner, env, work), "ours": _ours(batch_file, work, n)})
-    return {"mode": "peer", "docs": len(texts), "rounds": rounds}
+    source = "aclsum paragraphs" if args.peer_paragraphs else "documents"
+    return {"mode": "peer", "docs": len(texts), "source": source, "rounds": rounds}
+
+
+def paragraphs(count: int) -> list[str]:
+    """The first `count` distinct paragraphs of 50 words or more of aclsum's train and
+    validation papers (their full text as parsed): many documents of real text, so that the
+    engine, not start-up, takes the time."""
+    from aclsum import ACLSum
+
+    found: dict[str, None] = {}
+    for split in ("train", "val"):
+        for doc in ACLSum(split).documents:
+            for paragraph in doc.get_fulltext_parse()["pdf_parse"]["body_text"]:
+                if len(paragraph["text"].split()) >= 50:
+                    found[paragraph["text"]] = None
+                    if len(found) == count:
+                        return list(found)
+    raise SystemExit(f"aclsum holds only {len(found)} such paragraphs, not {count}")
 
 
 def _request(i: int, model: Path, instruction: str, text: str, max_tokens: int) -> dict:
@@ -160,15 +182,22 @@ def report(result: dict) -> None:
     def phase(value: float | None) -> str:
         return f"{value:6.1f}" if value is not None else "     ?"
 
-    print(f"peer: {result['docs']} documents, start to exit; phases: start, generate, exit (s)")
+    print(
+        f"peer: {result['docs']} {result.get('source', 'documents')}, start to exit; "
+        "phases: start, generate, exit (s)"
+    )
     for n, pair in enumerate(result["rounds"], 1):
         for name, label in (("peer", "run-batch"), ("ours", "summarize run")):
             r = pair[name]
             print(
                 f"  round {n} {label:<14} {r['seconds']:7.1f} s  {phase(r['start_s'])} "
                 f"{phase(r['generate_s'])} {phase(r['exit_s'])}  {r['output_tokens']:>6,} "
-                f"output tokens, {r['stopped']} ended by stop"
+                f"output tokens, {r['stopped']} ended by stop, "
+                f"{result['docs'] / r['seconds']:.2f} documents/s"
             )
     peer = sum(p["peer"]["seconds"] for p in result["rounds"])
     ours = sum(p["ours"]["seconds"] for p in result["rounds"])
-    print(f"summarize run / run-batch, wall (all rounds) = {ours / peer:.2f}")
+    print(
+        f"summarize run / run-batch, wall (all rounds) = {ours / peer:.2f}; "
+        f"documents per second = {peer / ours:.2f}"
+    )

@@ -108,6 +108,12 @@ def main() -> None:
         "--peer-rounds", type=int, default=2, help="peer: run-batch and summarize run, each N times"
     )
     parser.add_argument(
+        "--peer-paragraphs",
+        type=int,
+        default=None,
+        help="peer: N paragraphs of aclsum's papers instead of the corpus's documents",
+    )
+    parser.add_argument(
         "--parquet-rows", type=int, default=1_000_000, help="parquet: how many records"
     )
     parser.add_argument("--pdfs-count", type=int, default=2000, help="pdfs: how many PDFs")
