@@ -11,12 +11,13 @@ to MAX_LEVELS). The model is told nothing about summaries: what it is told, it c
 
 A final summary that says a sentence again keeps what it said before, without the
 sentences that repeat (core/quality.py `without_repeats`): on aclsum's papers as good by
-ROUGE-L as a second try, for far fewer tokens (docs/performance.md). It is generated once more, at most, only when that leaves nothing usable: one that loops
-within its sentences (its first try ends as soon as it does: worker/loops.py) or copies the
-instruction, from the same prompt with the settings that break loops (flagged if it still
-loops or copies); one that is only a headline, of a text that opens with its `Title: …`
-line, from the text without that line; a JSON summary (a --schema batch) cut at its length
-before its JSON closed, with twice the room, as far as the context allows.
+ROUGE-L as a second try, for far fewer tokens (docs/performance.md). It is generated once
+more, at most, only when that leaves nothing usable: one that loops within its sentences
+(its first try ends as soon as it does: worker/loops.py) or copies the instruction, from the
+same prompt with the settings that break loops (flagged if it still loops or copies); one
+that is only a headline, of a text that opens with its `Title: …` line, from the text
+without that line; a JSON summary (a --schema batch) cut at its length before its JSON
+closed, with twice the room, as far as the context allows.
 """
 
 from __future__ import annotations
