@@ -78,6 +78,11 @@ def flaw(summary: str, document: str, instruction: str = "", json: bool = False)
     return _flaw(summary, document, instruction, json, _read(summary)[1])
 
 
+def usable(summary: str, document: str, instruction: str = "") -> bool:
+    """Whether a (text) summary says something, does not loop and has no flaw."""
+    return bool(summary) and not loops(summary) and flaw(summary, document, instruction) is None
+
+
 def _flaw(
     summary: str, document: str, instruction: str, json: bool, sentences: list[str]
 ) -> str | None:

@@ -32,7 +32,7 @@ def main() -> None:
 
     from core.model import resolve
     from core.prompt import SummarySpec
-    from core.quality import flaw, loops, without_repeats
+    from core.quality import flaw, loops, usable, without_repeats
     from core.settings import DEFAULT_SENTENCES, Settings
     from readers.comparison import paired_bootstrap
     from readers.evaluation import each_score, score
@@ -60,9 +60,6 @@ def main() -> None:
             done |= {f.request_id: f for f in engine.step()}
         return [done[str(i)] for i in range(len(docs))]
 
-    def usable(text: str, doc: dict) -> bool:
-        return bool(text) and not loops(text) and not flaw(text, doc["text"], instruction)
-
     engine.add("warm-up", docs[0]["ids"], SummarySpec(instruction, 8))
     while engine.unfinished():
         engine.step()
@@ -76,12 +73,16 @@ def main() -> None:
             for doc, first, second in zip(docs, firsts, seconds, strict=True):
                 tokens += first.completion_tokens
                 bad = loops(first.text) or flaw(first.text, doc["text"], instruction) in BREAKING
-                if bad and not (way == "drop" and usable(without_repeats(first.text), doc)):
+                if bad and not (
+                    way == "drop" and usable(without_repeats(first.text), doc["text"], instruction)
+                ):
                     tokens, tries = tokens + second.completion_tokens, tries + 1
                     texts.append(without_repeats(second.text))
                 else:
                     texts.append(without_repeats(first.text))
-            still = sum(not usable(t, d) for t, d in zip(texts, docs, strict=True))
+            still = sum(
+                not usable(t, d["text"], instruction) for t, d in zip(texts, docs, strict=True)
+            )
             words = sum(len(t.split()) for t in texts) / len(texts)
             print(
                 f"sentences {sentences}, {way}: {tokens:,} tokens, {tries} second tries, "

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from core.prompt import SummarySpec
-from core.quality import flaw, loops, parses, title_only, without_repeats
+from core.quality import flaw, loops, parses, title_only, usable, without_repeats
 from worker.engine import Engine, Finished
 
 MAX_LEVELS = 5
@@ -157,7 +157,7 @@ class Work:
         if not self.spec.schema:
             text = finished.text
             if loops(text) or flaw(text, self._body, self.spec.instruction) in BREAKING:
-                if self._usable(without_repeats(text)):
+                if usable(without_repeats(text), self._body, self.spec.instruction):
                     return []  # what it said before repeating itself: _mended keeps it
                 return self._issue(self._prompts, loop_breaking=True)
             untitled = _untitled(self._text)
@@ -175,11 +175,6 @@ class Work:
         if longer <= self.spec.max_tokens:
             return []
         return self._issue(self._prompts, spec=replace(self.spec, max_tokens=longer))
-
-    def _usable(self, text: str) -> bool:
-        """Whether a summary without its repeats has something left that neither loops nor
-        has a flaw."""
-        return bool(text) and not loops(text) and not flaw(text, self._body, self.spec.instruction)
 
     def _plan(self, text: str) -> list[Request]:
         self._text = text
