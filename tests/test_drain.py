@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from core.requeue import requeue_stranded
+from core.settings import Settings
 from core.tables import results, utcnow
 from tests.batches import submitted
 from tests.fakes import LOOP, FakeEngine
@@ -76,6 +77,32 @@ def test_documents_arriving_while_the_engine_runs_join_the_running_batch(
         assert future.result(WAIT_S).status == "succeeded"
     assert engine.peak_unfinished == 11
     assert engine.steps == 12
+
+
+def test_the_engine_holds_its_batch_and_half_a_wave_and_the_rest_wait_unclaimed(env, db, tmp_path):
+    settings = Settings.from_env(env | {"SUMMARIZE_MAX_NUM_SEQS": "4"})  # room for 4 + 2
+    keys = list(
+        submitted(settings, db, tmp_path, {f"{i:02}.txt": f"t {i}" for i in range(12)}).values()
+    )
+    gate = threading.Semaphore(0)
+    engine = FakeEngine(per_step=1, gate=gate)
+    drain = Drain(engine, CountingRecorder(db), settings, on_fatal=lambda d: None)
+    drain.start()
+    try:
+        futures = [summarize_one(drain, key) for key in keys]
+        wait_until(lambda: engine.unfinished() == 6)
+        time.sleep(0.05)  # were the others admitted, it would be now
+        assert engine.unfinished() == 6
+        running = {name for name, row in rows_by_name(db).items() if row.status == "running"}
+        assert running == {f"{i:02}.txt" for i in range(6)}  # the oldest; the others not claimed
+        gate.release()  # one finishes: there is room for one more, and a wave is one here
+        wait_until(lambda: len(engine.added) == 7)
+        for _ in range(11):
+            gate.release()
+        assert {f.result(WAIT_S).status for f in futures} == {"succeeded"}
+    finally:
+        drain.stop(timeout=5)
+    assert engine.peak_unfinished == 6
 
 
 def test_a_running_row_is_claimed_again_only_once_its_lease_has_run_out(settings, db, tmp_path):

@@ -1,4 +1,4 @@
-"""Which waiting documents the engine takes next: all of them at once, except suspects.
+"""Which waiting documents the engine takes next: the oldest it has room for; suspects apart.
 
 A document that was taken on before and never finished is a suspect: the worker
 may have died because of it. Suspects run apart from everyone else, in small
@@ -8,6 +8,8 @@ succeed.
 """
 
 from __future__ import annotations
+
+import itertools
 
 SUSPECT_GROUP = 16  # suspects on an attempt before their last run in groups of this size
 
@@ -32,18 +34,18 @@ class Admission:
         self._waiting[key] = None
         self._tried[key] = attempts
 
-    def next(self, engine_busy: bool) -> tuple[list[str], bool] | None:
+    def next(self, engine_busy: bool, room: int) -> tuple[list[str], bool] | None:
         """The keys to start now, and whether they run apart; None when nobody may start yet.
 
-        Everyone joins the running engine at once; suspects wait for it to empty, then
-        run alone (a group of them, or one on its last attempt)."""
+        Up to `room` join the running engine, oldest first; suspects wait for it to empty,
+        then run alone (a group of them, or one on its last attempt)."""
         if self._apart:
             if engine_busy:
                 return None
             self._apart = False
         suspects = [k for k in self._waiting if k in self._tried]
         if not suspects:
-            return self._take(list(self._waiting)), False
+            return self._take(list(itertools.islice(self._waiting, room))), False
         if engine_busy:
             return None  # let the running batch finish first; the suspects run alone after it
         last_try = [k for k in suspects if self._tried[k] + 1 >= self.max_attempts]

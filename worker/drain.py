@@ -2,8 +2,9 @@
 
 Celery hands each chunk message to a thread of the worker's pool; that thread
 calls `Drain.summarize_all(keys)` and waits for every document of the chunk. The
-drain thread gathers every waiting document, claims them in one transaction,
-adds their requests to the running engine, and steps it. Finished documents are
+drain thread gathers the waiting documents, claims as many as the engine has room
+for (its running batch and half a wave behind it) in one transaction, adds their
+requests to the running engine, and steps it; the rest wait in hand, unclaimed. Finished documents are
 written together, in one transaction, at most every `flush_interval_s`, by the
 writes thread (worker/writes.py) while the engine steps on; each document
 settles once its wave is committed, and once all of a chunk's have, the
@@ -61,6 +62,9 @@ class Drain:
         self._intake: queue.SimpleQueue[Chunk | Written] = queue.SimpleQueue()
         self._tickets = Tickets()
         self._admission = Admission(settings.max_attempts)
+        seqs = settings.profile.max_num_seqs
+        self._most = seqs + seqs // 2  # engine requests: the running batch, half a wave waiting
+        self._wave = max(seqs // 4, 1)  # documents admitted at once (one claim) while it runs
         self._running = Running(engine)
         self._writes = Writes(recorder, self._intake.put, settings.flush_interval_s)
         self._closing_at: float | None = None  # set by begin_shutdown: hand back by then
@@ -154,7 +158,7 @@ class Drain:
                 if self._closing_at is not None:
                     self._hand_back()
                 elif self._admission:
-                    self._admit()
+                    self._admit(room=self._most - self.engine.unfinished())
                 if self.engine.unfinished():
                     for finished in self.engine.step():
                         self._finish(finished)
@@ -192,9 +196,14 @@ class Drain:
             else:
                 self._admission.wait(self._tickets.hold(item))
 
-    def _admit(self) -> None:
-        """Claim and start waiting documents; suspects get the engine to themselves."""
-        admitted = self._admission.next(engine_busy=self.engine.unfinished() > 0)
+    def _admit(self, room: int) -> None:
+        """Claim and start waiting documents, as many as the engine has `room` for, once that
+        is a wave; suspects get the engine to themselves. The others wait in hand, unclaimed:
+        a crash makes no suspects of them, and a second try joins a short queue."""
+        busy = self.engine.unfinished() > 0
+        if busy and room < self._wave:
+            return
+        admitted = self._admission.next(engine_busy=busy, room=room)
         if admitted is None:
             return
         keys, apart = admitted

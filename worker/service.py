@@ -1,8 +1,9 @@
 """`summarize worker`: the Celery worker process that owns the engine.
 
 One process, one engine. Celery's thread pool holds enough chunk messages for
-`in_flight` documents (twice the profile's `max_num_seqs` by default), so the
-engine always has a second wave waiting behind the sequences it is running.
+`in_flight` documents (four times the profile's `max_num_seqs` by default): a
+message is acknowledged once its slowest document is written, and meanwhile the
+others keep the engine full (worker/drain.py admits them as it has room).
 Beside it run small threads: one
 renews the leases of the messages we hold, one puts back on the queue any
 document whose message Redis lost, one tells the batches that ended where they
@@ -36,6 +37,7 @@ log = logging.getLogger("summarize.worker")
 
 LOOK_EVERY_S = 0.2  # how often `until`, or a burst worker, looks whether to stop
 BURST_GRACE_S = 0.5  # how long the queue must stay empty before a burst worker leaves
+IN_FLIGHT_WAVES = 4  # documents held by default, in engine batches (SUMMARIZE_IN_FLIGHT)
 READY = "worker ready"  # logged once the consumer takes messages (tests and operators wait for it)
 
 
@@ -50,7 +52,7 @@ def run(
     empty; with `until`, once it says so (summarize run: its batch is done)."""
     logs.configure(loglevel)
     profile = settings.profile
-    in_flight = settings.in_flight or 2 * profile.max_num_seqs
+    in_flight = settings.in_flight or IN_FLIGHT_WAVES * profile.max_num_seqs
     held = max(2, -(-in_flight // settings.chunk_size))  # chunks held at once
     log.info(
         "profile %s: %s; in flight %d documents, %d messages of up to %d (%s)",
