@@ -55,5 +55,12 @@ if __name__ == "__main__":
         found[name] = [list(o.outputs[0].token_ids) for o in outputs]
         if name == "watched":
             found["watched_text"] = [o.outputs[0].text for o in outputs]
+    # Two documents one after the other: the second's prompt starts as the first's did.
+    engine.llm.reset_prefix_cache()
+    for text in given["short"][:2]:
+        (output,) = engine.llm.generate(
+            prompts([text]), SamplingParams(max_tokens=1), use_tqdm=False
+        )
+    found["cached"] = output.num_cached_tokens
     engine.close()
     print(json.dumps(found))

@@ -123,6 +123,15 @@ def decoded(model) -> dict:
 
 
 @pytest.mark.engine
+def test_every_prompt_takes_the_instructions_first_block_from_the_prefix_cache(decoded):
+    """The chat prompt before the document is 36 tokens with the default instruction: on the
+    CPU build one whole 32-token block of it (vLLM's default block there, 128, held none)."""
+    from worker.engine import CPU_BLOCK_TOKENS
+
+    assert decoded["cached"] == CPU_BLOCK_TOKENS
+
+
+@pytest.mark.engine
 def test_the_loop_breaking_penalty_chooses_the_tokens_vllms_own_frequency_penalty_does(decoded):
     """worker/rules.py applies the frequency penalty to the requests that ask for it alone;
     with the real engine it must write what vLLM's `frequency_penalty` writes."""

@@ -21,6 +21,11 @@ from core.profiles import Profile, memory_share_that_fits
 from core.prompt import SummarySpec
 
 RULES = "worker.rules:SummaryRules"  # imported by the engine's own process
+# The CPU build's KV cache block, in tokens. Its default, 128, is longer than the chat prompt
+# before the document (36 tokens with the default instruction), and only whole blocks are
+# prefix-cached: so no prompt shared anything. At 32 (the CPU backend wants a multiple of 32)
+# every prompt's first block comes from the cache (docs/performance.md, "The shared prefix").
+CPU_BLOCK_TOKENS = 32
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +147,7 @@ class VllmEngine:
                 distributed_executor_backend="uni" if in_process else None,
                 dtype=dtype,
                 enable_prefix_caching=True,
+                block_size=CPU_BLOCK_TOKENS if cpu else None,  # GPUs: vLLM's own (16)
                 disable_log_stats=not statistics,
                 logits_processors=[RULES],  # worker/rules.py
                 enforce_eager=cpu,  # torch.compile on the CPU build costs minutes for little

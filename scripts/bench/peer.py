@@ -1,9 +1,9 @@
 """peer: vLLM's own batch runner and `summarize run` on the same OpenAI batch input file.
 
 `python -m vllm.entrypoints.openai.run_batch` is given the worker's engine settings (the
-profile's three knobs, its batched tokens, the dtype, eager mode, prefix caching); each
-request's messages are the instruction (system) and the document (user), so both send the
-model the same tokens. `summarize run` goes with no sentence limit, as run-batch has none,
+profile's three knobs, its batched tokens, the dtype, eager mode, prefix caching and the
+CPU build's block size); each request's messages are the instruction (system) and the
+document (user), so both send the model the same tokens. `summarize run` goes with no sentence limit, as run-batch has none,
 and a fresh data folder each time (a new SQLite file and embedded Redis: a first run). Each
 is timed from start to exit, in turn, `--peer-rounds` times; the phases come from
 run-batch's log (whole seconds) and from summarize's rows.
@@ -30,7 +30,7 @@ VLLM_TIME = re.compile(r"\b(?:INFO|WARNING|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) ")
 def run(args) -> dict:
     from core.model import resolve
     from core.settings import Settings
-    from worker.engine import engine_dtype, is_cpu_build
+    from worker.engine import CPU_BLOCK_TOKENS, engine_dtype, is_cpu_build
 
     settings = Settings.from_env()
     model = resolve(settings)
@@ -57,6 +57,7 @@ def run(args) -> dict:
         *("--gpu-memory-utilization", str(profile.cpu_memory_utilization)),
         *("--dtype", engine_dtype(settings.dtype, is_cpu_build())),
         *("--enforce-eager", "--enable-prefix-caching", "--seed", "0"),
+        *(("--block-size", str(CPU_BLOCK_TOKENS)) if is_cpu_build() else ()),
     ]
     env = os.environ | {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
     rounds = []
