@@ -158,7 +158,7 @@ class Drain:
                 if self._closing_at is not None:
                     self._hand_back()
                 elif self._admission:
-                    self._admit(room=self._most - self.engine.unfinished())
+                    self._admit()
                 if self.engine.unfinished():
                     for finished in self.engine.step():
                         self._finish(finished)
@@ -196,14 +196,15 @@ class Drain:
             else:
                 self._admission.wait(self._tickets.hold(item))
 
-    def _admit(self, room: int) -> None:
-        """Claim and start waiting documents, as many as the engine has `room` for, once that
+    def _admit(self) -> None:
+        """Claim and start waiting documents, as many as the engine has room for, once that
         is a wave; suspects get the engine to themselves. The others wait in hand, unclaimed:
         a crash makes no suspects of them, and a second try joins a short queue."""
-        busy = self.engine.unfinished() > 0
-        if busy and room < self._wave:
+        unfinished = self.engine.unfinished()
+        room = self._most - unfinished
+        if unfinished and room < self._wave:
             return
-        admitted = self._admission.next(engine_busy=busy, room=room)
+        admitted = self._admission.next(engine_busy=unfinished > 0, room=room)
         if admitted is None:
             return
         keys, apart = admitted
