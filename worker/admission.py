@@ -43,11 +43,11 @@ class Admission:
             if engine_busy:
                 return None
             self._apart = False
-        suspects = [k for k in self._waiting if k in self._tried]
-        if not suspects:
+        if not self._tried:  # no suspect waits (each one waits in _waiting too)
             return self._take(list(itertools.islice(self._waiting, room))), False
         if engine_busy:
             return None  # let the running batch finish first; the suspects run alone after it
+        suspects = [k for k in self._waiting if k in self._tried]
         last_try = [k for k in suspects if self._tried[k] + 1 >= self.max_attempts]
         self._apart = True
         return self._take(last_try[:1] or suspects[:SUSPECT_GROUP]), True
