@@ -4,13 +4,13 @@ Celery hands each chunk message to a thread of the worker's pool; that thread
 calls `Drain.summarize_all(keys)` and waits for every document of the chunk. The
 drain thread gathers the waiting documents, claims as many as the engine has room
 for (its running batch and half a wave behind it) in one transaction, adds their
-requests to the running engine, and steps it; the rest wait in hand, unclaimed. Finished documents are
-written together, in one transaction, at most every `flush_interval_s`, by the
-writes thread (worker/writes.py) while the engine steps on; each document
-settles once its wave is committed, and once all of a chunk's have, the
-chunk's future resolves and Celery acknowledges its message. The engine is
-never left to drain while messages wait, nor while rows are written: new
-requests join the running batch between steps.
+requests to the running engine, and steps it; the rest wait in hand, unclaimed.
+Finished documents are written together, in one transaction, at most every
+`flush_interval_s`, by the writes thread (worker/writes.py) while the engine
+steps on; each document settles once its wave is committed, and once all of a
+chunk's have, the chunk's future resolves and Celery acknowledges its message.
+The engine is never left to drain while messages wait, nor while rows are
+written: new requests join the running batch between steps.
 
 The loop's parts, each in its own module: who waits on which document
 (tickets.py), who starts next, suspects apart (admission.py), the documents in

@@ -4,10 +4,9 @@ One process, one engine. Celery's thread pool holds enough chunk messages for
 `in_flight` documents (four times the profile's `max_num_seqs` by default): a
 message is acknowledged once its slowest document is written, and meanwhile the
 others keep the engine full (worker/drain.py admits them as it has room).
-Beside it run small threads: one
-renews the leases of the messages we hold, one puts back on the queue any
-document whose message Redis lost, one tells the batches that ended where they
-asked to be told (core/notices.py).
+Beside it run small threads: one renews the leases of the messages we hold, one
+puts back on the queue any document whose message Redis lost, one tells the
+batches that ended where they asked to be told (core/notices.py).
 """
 
 from __future__ import annotations

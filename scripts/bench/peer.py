@@ -3,10 +3,10 @@
 `python -m vllm.entrypoints.openai.run_batch` is given the worker's engine settings (the
 profile's three knobs, its batched tokens, the dtype, eager mode, prefix caching and the
 CPU build's block size); each request's messages are the instruction (system) and the
-document (user), so both send the model the same tokens. `summarize run` goes with no sentence limit, as run-batch has none,
-and a fresh data folder each time (a new SQLite file and embedded Redis: a first run). Each
-is timed from start to exit, in turn, `--peer-rounds` times; the phases come from
-run-batch's log (whole seconds) and from summarize's rows.
+document (user), so both send the model the same tokens. `summarize run` goes with no
+sentence limit, as run-batch has none, and a fresh data folder each time (a new SQLite file
+and embedded Redis: a first run). Each is timed from start to exit, in turn, `--peer-rounds`
+times; the phases come from run-batch's log (whole seconds) and from summarize's rows.
 """
 
 from __future__ import annotations
