@@ -62,5 +62,15 @@ if __name__ == "__main__":
             prompts([text]), SamplingParams(max_tokens=1), use_tqdm=False
         )
     found["cached"] = output.num_cached_tokens
+    # Thirteen requests wait for the engine's ten places (SUMMARIZE_MAX_NUM_SEQS), a
+    # follow-up added last; each writes one token, so the first step finishes those it took.
+    one = SummarySpec(settings.instruction, 1)
+    ids = engine.prompt_ids(settings.instruction, given["short"][0])
+    for n in range(12):
+        engine.add(f"new-{n}", ids, one)
+    engine.add("follow-up", ids, one, follow_up=True)
+    found["first_step"] = [f.request_id for f in engine.step()]
+    while engine.unfinished():
+        engine.step()
     engine.close()
     print(json.dumps(found))

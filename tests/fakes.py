@@ -4,7 +4,9 @@ Words are tokens. A prompt is `<s> instruction words <sep> text words <e>`; a
 summary is `summary of N tokens` and costs min(max_tokens, 4) tokens. A prompt holding
 the word `loopy` gets a summary that loops, unless asked with the settings that break
 loops; one holding `stuck` loops whatever it is asked with. Each step
-finishes at most `per_step` requests, oldest first, like a busy engine would.
+finishes at most `per_step` requests, oldest first, like a busy engine would, except that
+a document's follow-ups (a second try, a combining pass) go first, as in vLLM's priority
+scheduling.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class FakeEngine:
         self.running: list[tuple[str, list[int], int]] = []
         self.added: list[str] = []
         self.loop_breaking: list[str] = []  # requests asked with the settings that break loops
+        self.follow_ups: set[str] = set()  # a document's later requests: they go first
+        self.finished: list[str] = []  # request ids, in the order they finished
         self.max_sentences: dict[str, int | None] = {}  # each request's limit of sentences
         self.asked: list[tuple[str, int]] = []  # each request's prompt (as words) and length
         self.schemas: dict[str, str | None] = {}  # each request's JSON schema
@@ -70,6 +74,7 @@ class FakeEngine:
         spec: SummarySpec,
         loop_breaking: bool = False,
         watch_loops: bool = False,
+        follow_up: bool = False,
     ) -> None:
         max_tokens = spec.max_tokens
         if loop_breaking:
@@ -81,7 +86,12 @@ class FakeEngine:
             raise ValueError("the engine refused this prompt")
         if len(prompt_ids) + max_tokens > self.max_model_len:
             raise ValueError(f"prompt of {len(prompt_ids)} tokens does not fit")
-        self.running.append((request_id, prompt_ids, max_tokens))
+        entry = (request_id, prompt_ids, max_tokens)
+        if follow_up:  # behind the other follow-ups, before every new request
+            self.running.insert(sum(r[0] in self.follow_ups for r in self.running), entry)
+            self.follow_ups.add(request_id)
+        else:
+            self.running.append(entry)
         self.added.append(request_id)
         self.peak_unfinished = max(self.peak_unfinished, len(self.running))
 
@@ -92,6 +102,7 @@ class FakeEngine:
         done, self.running = self.running[: self.per_step], self.running[self.per_step :]
         finished = []
         for request_id, prompt, max_tokens in done:
+            self.finished.append(request_id)
             if self.explode_on and self.explode_on in self.text_of(prompt).split():
                 raise RuntimeError("engine died")
             words = self.text_of(prompt).split()

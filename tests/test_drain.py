@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from datetime import timedelta
@@ -79,16 +80,26 @@ def test_documents_arriving_while_the_engine_runs_join_the_running_batch(
     assert engine.steps == 12
 
 
-def test_the_engine_holds_its_batch_and_half_a_wave_and_the_rest_wait_unclaimed(env, db, tmp_path):
-    settings = Settings.from_env(env | {"SUMMARIZE_MAX_NUM_SEQS": "4"})  # room for 4 + 2
-    keys = list(
-        submitted(settings, db, tmp_path, {f"{i:02}.txt": f"t {i}" for i in range(12)}).values()
-    )
+@contextlib.contextmanager
+def paced(settings: Settings, db):
+    """A started drain whose engine finishes one request a step, and steps once a release
+    of the gate: the test sets the pace."""
     gate = threading.Semaphore(0)
     engine = FakeEngine(per_step=1, gate=gate)
     drain = Drain(engine, CountingRecorder(db), settings, on_fatal=lambda d: None)
     drain.start()
     try:
+        yield drain, engine, gate
+    finally:
+        drain.stop(timeout=5)
+
+
+def test_the_engine_holds_its_batch_and_half_a_wave_and_the_rest_wait_unclaimed(env, db, tmp_path):
+    settings = Settings.from_env(env | {"SUMMARIZE_MAX_NUM_SEQS": "4"})  # room for 4 + 2
+    keys = list(
+        submitted(settings, db, tmp_path, {f"{i:02}.txt": f"t {i}" for i in range(12)}).values()
+    )
+    with paced(settings, db) as (drain, engine, gate):
         futures = [summarize_one(drain, key) for key in keys]
         wait_until(lambda: engine.unfinished() == 6)
         time.sleep(0.05)  # were the others admitted, it would be now
@@ -100,9 +111,26 @@ def test_the_engine_holds_its_batch_and_half_a_wave_and_the_rest_wait_unclaimed(
         for _ in range(11):
             gate.release()
         assert {f.result(WAIT_S).status for f in futures} == {"succeeded"}
-    finally:
-        drain.stop(timeout=5)
     assert engine.peak_unfinished == 6
+
+
+def test_a_second_try_goes_before_the_documents_waiting_in_the_engine(env, db, tmp_path):
+    """A message is acknowledged once its slowest document is written: a second try queued
+    behind the others would hold it, and a share of what the worker may hold, that long more."""
+    settings = Settings.from_env(env | {"SUMMARIZE_MAX_NUM_SEQS": "4"})  # room for 4 + 2
+    texts = {"00.txt": "a loopy text", **{f"{i:02}.txt": f"t {i}" for i in range(1, 6)}}
+    keys = list(submitted(settings, db, tmp_path, texts).values())
+    with paced(settings, db) as (drain, engine, gate):
+        futures = [summarize_one(drain, key) for key in keys]
+        wait_until(lambda: len(engine.added) == 6)
+        gate.release()  # the loopy document's first try finishes, looping
+        wait_until(lambda: len(engine.added) == 7)
+        for _ in range(6):
+            gate.release()
+        assert {f.result(WAIT_S).status for f in futures} == {"succeeded"}
+    first, *others, second = engine.added
+    assert engine.finished == [first, second, *others]
+    assert rows_by_name(db)["00.txt"].looped is False
 
 
 def test_a_running_row_is_claimed_again_only_once_its_lease_has_run_out(settings, db, tmp_path):

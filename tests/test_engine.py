@@ -132,6 +132,14 @@ def test_every_prompt_takes_the_instructions_first_block_from_the_prefix_cache(d
 
 
 @pytest.mark.engine
+def test_a_follow_up_starts_before_the_requests_waiting_for_the_engine(decoded):
+    """worker/engine.py: a second try or a combining pass goes before new documents (vLLM's
+    priority scheduling). Thirteen wait for ten places; the follow-up, added last, is in."""
+    assert len(decoded["first_step"]) == 10
+    assert "follow-up" in decoded["first_step"] and "new-9" not in decoded["first_step"]
+
+
+@pytest.mark.engine
 def test_the_loop_breaking_penalty_chooses_the_tokens_vllms_own_frequency_penalty_does(decoded):
     """worker/rules.py applies the frequency penalty to the requests that ask for it alone;
     with the real engine it must write what vLLM's `frequency_penalty` writes."""

@@ -59,6 +59,7 @@ class EchoEngine:
         spec: SummarySpec,
         loop_breaking: bool = False,
         watch_loops: bool = False,
+        follow_up: bool = False,
     ) -> None:
         max_tokens = spec.max_tokens  # a sentence limit or schema changes nothing here
         if len(prompt_ids) + max_tokens > self.max_model_len:

@@ -27,6 +27,13 @@ RULES = "worker.rules:SummaryRules"  # imported by the engine's own process
 # every prompt's first block comes from the cache (docs/performance.md, "The shared prefix").
 CPU_BLOCK_TOKENS = 32
 
+# A document's later request (a second try, a combining pass) goes before the new documents
+# waiting in the engine: its chunk's message is acknowledged only once its slowest document
+# is written, and a second try queued behind half a wave kept the message, and its share of
+# SUMMARIZE_IN_FLIGHT, that much longer (docs/performance.md, "Stragglers"). vLLM's priority
+# scheduling orders the waiting requests; it preempts no running request for it.
+FOLLOW_UP = -1
+
 log = logging.getLogger(__name__)
 
 
@@ -60,11 +67,13 @@ class Engine(Protocol):
         spec: SummarySpec,
         loop_breaking: bool = False,
         watch_loops: bool = False,
+        follow_up: bool = False,
     ) -> None:
         """Start a request: at most `spec.max_tokens`, ending after `spec.max_sentences`
         sentences, JSON valid under `spec.schema` (vLLM's structured outputs); with
         `loop_breaking`, the settings that break a loop; with `watch_loops`, ending as soon
-        as it loops (core/prompt.SummarySpec.sampling)."""
+        as it loops (core/prompt.SummarySpec.sampling); a `follow_up` (a second try, a
+        combining pass) starts before the waiting requests that are not."""
 
     def step(self) -> list[Finished]: ...
 
@@ -150,6 +159,7 @@ class VllmEngine:
                 block_size=CPU_BLOCK_TOKENS if cpu else None,  # GPUs: vLLM's own (16)
                 disable_log_stats=not statistics,
                 logits_processors=[RULES],  # worker/rules.py
+                scheduling_policy="priority",  # a follow-up goes before new documents
                 enforce_eager=cpu,  # torch.compile on the CPU build costs minutes for little
                 use_tqdm_on_load=log.isEnabledFor(logging.DEBUG),  # its bars: DEBUG only
                 seed=0,
@@ -178,6 +188,7 @@ class VllmEngine:
         spec: SummarySpec,
         loop_breaking: bool = False,
         watch_loops: bool = False,
+        follow_up: bool = False,
     ) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
@@ -187,7 +198,8 @@ class VllmEngine:
         if spec.schema is not None:
             kwargs["structured_outputs"] = StructuredOutputsParams(json=json.loads(spec.schema))
         params = SamplingParams(output_kind=RequestOutputKind.FINAL_ONLY, **kwargs)
-        self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt_ids), params)
+        prompt = TokensPrompt(prompt_token_ids=prompt_ids)
+        self.engine.add_request(request_id, prompt, params, priority=FOLLOW_UP if follow_up else 0)
 
     def step(self) -> list[Finished]:
         finished = []

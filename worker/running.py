@@ -34,10 +34,12 @@ class Running:
         return f"r{next(self._ids)}"
 
     def start(self, claim: Claim, work: Work, requests: list[Request]) -> None:
-        self.add(work, requests)
+        self.add(work, requests, follow_up=False)
         self._claims[claim.key] = claim
 
-    def add(self, work: Work, requests: list[Request]) -> None:
+    def add(self, work: Work, requests: list[Request], follow_up: bool = True) -> None:
+        """Add a document's requests to the engine: its first ones (`start`), or those its
+        finished requests asked for, which go before the documents waiting (`follow_up`)."""
         for request in requests:
             self._work[request.request_id] = work
             self.engine.add(
@@ -46,6 +48,7 @@ class Running:
                 request.spec,
                 request.loop_breaking,
                 request.watch_loops,
+                follow_up,
             )
 
     def finished(self, finished: Finished) -> Work | None:
