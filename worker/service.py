@@ -1,7 +1,7 @@
 """`summarize worker`: the Celery worker process that owns the engine.
 
 One process, one engine. Celery's thread pool holds enough chunk messages for
-`in_flight` documents (four times the profile's `max_num_seqs` by default): a
+`in_flight` documents (eight times the profile's `max_num_seqs` by default): a
 message is acknowledged once its slowest document is written, and meanwhile the
 others keep the engine full (worker/drain.py admits them as it has room).
 Beside it run small threads: one renews the leases of the messages we hold, one
@@ -36,7 +36,7 @@ log = logging.getLogger("summarize.worker")
 
 LOOK_EVERY_S = 0.2  # how often `until`, or a burst worker, looks whether to stop
 BURST_GRACE_S = 0.5  # how long the queue must stay empty before a burst worker leaves
-IN_FLIGHT_WAVES = 4  # documents held by default, in engine batches (SUMMARIZE_IN_FLIGHT)
+IN_FLIGHT_WAVES = 8  # documents held by default, in engine batches (SUMMARIZE_IN_FLIGHT)
 READY = "worker ready"  # logged once the consumer takes messages (tests and operators wait for it)
 
 
