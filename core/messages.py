@@ -99,3 +99,15 @@ def at(queue: str, priority: str) -> str:
 def lists_of(queue: str) -> list[str]:
     """The lists a model's queue's messages wait in, the most urgent first."""
     return [at(queue, priority) for priority in PRIORITY_NAMES]
+
+
+NORMAL = PRIORITY_NAMES.index("normal")
+
+
+def urgency(where: str | None) -> int:
+    """How urgent a message is, by the list it came from (its routing key): its priority's
+    place in PRIORITY_NAMES, 0 the most urgent; the queue itself, or unknown, is `normal`."""
+    for rank, priority in enumerate(PRIORITY_NAMES):
+        if rank != NORMAL and where and where.endswith(f".{priority}"):
+            return rank
+    return NORMAL

@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 import redis
 
+from core import messages
 from core.requeue import requeue_stranded
 from core.settings import Settings
 from core.tables import results, utcnow
@@ -112,6 +113,25 @@ def test_the_engine_holds_its_batch_and_half_a_wave_and_the_rest_wait_unclaimed(
             gate.release()
         assert {f.result(WAIT_S).status for f in futures} == {"succeeded"}
     assert engine.peak_unfinished == 6
+
+
+def test_an_urgent_batchs_documents_start_before_the_others_held(env, db, tmp_path):
+    settings = Settings.from_env(env | {"SUMMARIZE_MAX_NUM_SEQS": "4"})  # room for 4 + 2
+    backlog = {f"{i:02}.txt": f"t {i}" for i in range(10)}
+    keys = submitted(settings, db, tmp_path, backlog | {"urgent.txt": "now please"})
+    urgent = keys.pop("urgent.txt")
+    with paced(settings, db) as (drain, engine, gate):
+        held = drain.summarize_all(list(keys.values()))  # a normal batch's message
+        wait_until(lambda: engine.unfinished() == 6)  # the rest of it waits in hand
+        first = drain.summarize_all([urgent], urgency=messages.urgency("summarize.high"))
+        time.sleep(0.05)
+        gate.release()  # one finishes: there is room for one more
+        wait_until(lambda: len(engine.added) == 7)
+        assert rows_by_name(db)["urgent.txt"].status == "running"
+        for _ in range(10):
+            gate.release()
+        assert first.result(WAIT_S)[0].status == "succeeded"
+        assert {o.status for o in held.result(WAIT_S)} == {"succeeded"}
 
 
 def test_a_second_try_goes_before_the_documents_waiting_in_the_engine(env, db, tmp_path):

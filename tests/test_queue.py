@@ -12,7 +12,7 @@ import redis
 from celery import Celery
 
 from core import messages, producer, redis_state, transport
-from core.settings import Settings
+from core.settings import PRIORITY_NAMES, Settings
 from worker.tasks import summarize_chunk
 
 
@@ -59,6 +59,22 @@ def test_a_chunk_is_split_at_chunk_docs_and_celery_reads_each_message(env, redis
         simple.close()
     assert [len(c) for c in carried] == [4, 4, 2]
     assert sorted(k for c in carried for k in c) == sorted(wanted)
+
+
+@pytest.mark.parametrize("priority", PRIORITY_NAMES)
+def test_a_message_says_how_urgent_it_is_by_the_list_it_came_from(
+    env, redis_url, queue_name, priority
+):
+    producer.enqueue(Settings.from_env(env), keys(1), priority=priority)
+
+    app = Celery(broker=redis_url, set_as_current=False)
+    with app.connection_for_read() as connection:
+        simple = connection.SimpleQueue(messages.at(queue_name, priority))
+        message = simple.get(timeout=5)
+        message.ack()
+        simple.close()
+    urgency = messages.urgency(message.delivery_info["routing_key"])
+    assert urgency == PRIORITY_NAMES.index(priority)  # 0 the most urgent
 
 
 def test_the_keys_in_redis_are_those_waiting_and_those_held(env, settings, redis_url):

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from core import quality
+from core.messages import NORMAL
 from core.settings import Settings
 from core.tables import Status
 from worker import faults
@@ -75,10 +76,13 @@ class Drain:
 
     # -- called from other threads ----------------------------------------------------------
 
-    def summarize_all(self, keys: list[str], delivery_tag: str | None = None) -> Future:
-        """Queue a chunk's documents; the future resolves to how each settled (an `Outcome`
-        written to its rows, or a `Signal`), in the keys' order, once every one has."""
-        chunk = Chunk.of(keys, delivery_tag)
+    def summarize_all(
+        self, keys: list[str], delivery_tag: str | None = None, urgency: int = NORMAL
+    ) -> Future:
+        """Queue a chunk's documents, to start before those of less `urgency` held (its
+        batch's priority, core/messages.urgency); the future resolves to how each settled (an
+        `Outcome` written to its rows, or a `Signal`), in the keys' order, once every one has."""
+        chunk = Chunk.of(keys, delivery_tag, urgency)
         if keys:
             self._intake.put(chunk)
         return chunk.future
@@ -194,7 +198,7 @@ class Drain:
             if isinstance(item, Written):
                 self._written(item)
             else:
-                self._admission.wait(self._tickets.hold(item))
+                self._admission.wait(self._tickets.hold(item), item.urgency)
 
     def _admit(self) -> None:
         """Claim and start waiting documents, as many as the engine has room for, once that

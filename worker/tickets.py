@@ -12,6 +12,7 @@ from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from core.messages import NORMAL
 from worker.work import Outcome
 
 
@@ -31,13 +32,14 @@ class Chunk:
 
     keys: list[str]
     delivery_tag: str | None
+    urgency: int  # its batch's priority (core/messages.urgency): the more urgent start first
     future: Future
     settled: list[Settled | None]
     left: int
 
     @classmethod
-    def of(cls, keys: list[str], delivery_tag: str | None) -> Chunk:
-        chunk = cls(list(keys), delivery_tag, Future(), [None] * len(keys), len(keys))
+    def of(cls, keys: list[str], delivery_tag: str | None, urgency: int = NORMAL) -> Chunk:
+        chunk = cls(list(keys), delivery_tag, urgency, Future(), [None] * len(keys), len(keys))
         if not keys:
             chunk.future.set_result([])
         return chunk
