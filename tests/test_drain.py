@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import time
 from datetime import timedelta
@@ -17,6 +18,7 @@ from core.tables import results, utcnow
 from tests.batches import submitted
 from tests.fakes import LOOP, FakeEngine
 from tests.helpers import WAIT_S, CountingRecorder, rows_by_name, summarize_one
+from worker import runtime
 from worker.drain import Drain, retry_delay_s
 from worker.recorder import Recorder
 from worker.tickets import Signal
@@ -492,6 +494,24 @@ def test_the_engine_is_built_on_the_thread_that_steps_it(settings, db, tmp_path)
         drain.stop(timeout=5)
     assert drain.engine.built_on is not threading.current_thread()
     assert drain.engine.stepped_on == {drain.engine.built_on}
+
+
+def test_the_cycle_collector_rests_while_the_engine_is_built_and_runs_after(
+    settings, db, monkeypatch
+):
+    """worker/runtime.collector_paused: building vLLM's engine makes objects by the hundred
+    thousand, and each automatic full collection walked them all again."""
+    seen = []
+
+    def noting(_settings):
+        seen.append(gc.isenabled())
+        return FakeEngine()
+
+    monkeypatch.setattr(runtime, "build_engine", noting)
+    assert gc.isenabled()
+    runtime.build(settings).stop(timeout=5)
+    assert seen == [False]
+    assert gc.isenabled()
 
 
 def test_an_engine_that_cannot_be_built_raises_in_the_callers_thread(settings, db):

@@ -6,6 +6,9 @@ never built at import, and never per task.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
 from core import database
 from core.settings import Settings
 from worker import echo
@@ -24,7 +27,24 @@ def build(settings: Settings) -> Drain:
         keep_texts=settings.keep_texts,
         lease_s=settings.visibility_timeout_s,
     )
-    return Drain.built_on_its_thread(lambda: build_engine(settings), recorder, settings)
+    with collector_paused():
+        return Drain.built_on_its_thread(lambda: build_engine(settings), recorder, settings)
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cycle collector off while the engine is built. Importing torch and vLLM and
+    loading the model make objects by the hundred thousand, and each automatic full
+    collection walked them all again (13 in a `summarize run`'s start-up, 2.3 s); vLLM's own
+    explicit ones still run, over what VllmEngine froze once vLLM was imported: 0.6 s in all
+    (docs/performance.md, "The collector at start-up"). It runs as before after the build."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def build_engine(settings: Settings) -> Engine:
