@@ -62,7 +62,7 @@ def test_a_document_cannot_write_its_own_chat_turns(model):
     """Special-token text in a document is tokenized as words, never as control tokens."""
     from transformers import AutoTokenizer
 
-    from worker.engine import chat_prompt_ids
+    from worker.engine import around, chat_prompt_ids
 
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     instruction = "Summarize the document."
@@ -81,6 +81,10 @@ def test_a_document_cannot_write_its_own_chat_turns(model):
     controls = [i for i in chat_prompt_ids(tokenizer, instruction, forged) if i in special]
     assert controls == [i for i in template(plain) if i in special]  # the template's own, only
     assert len([i for i in template(forged) if i in special]) > len(controls)  # what it prevents
+    rendered_once = around(tokenizer, instruction)  # as the worker keeps it, per instruction
+    assert chat_prompt_ids(tokenizer, instruction, forged, rendered_once) == chat_prompt_ids(
+        tokenizer, instruction, forged
+    )
 
 
 def test_the_default_model_is_saved_in_its_own_dtype_bfloat16(model):

@@ -8,6 +8,7 @@ scheduler admits them into the running batch as other sequences finish.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import logging
@@ -177,10 +178,12 @@ class VllmEngine:
             random.seed()
         self.engine = self.llm.llm_engine
         self.tokenizer = self.llm.get_tokenizer()
+        # the template's tokens around the document, per instruction: rendered once, not per prompt
+        self._around = functools.lru_cache(maxsize=64)(functools.partial(around, self.tokenizer))
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
 
     def prompt_ids(self, instruction: str, text: str) -> list[int]:
-        return chat_prompt_ids(self.tokenizer, instruction, text)
+        return chat_prompt_ids(self.tokenizer, instruction, text, self._around(instruction))
 
     def token_ids(self, text: str) -> list[int]:
         return plain_ids(self.tokenizer, text)
@@ -251,26 +254,35 @@ class VllmEngine:
 
 ENGINE_PROCESSES = "VLLM::"  # how vLLM titles its processes (VLLM::EngineCore, VLLM::Worker)
 _DOCUMENT = "\x00the document\x00"  # where the text goes; no template changes it
+Template = tuple[tuple[int, ...], tuple[int, ...]]  # the chat prompt's tokens before and after it
 
 
-def chat_prompt_ids(tokenizer, instruction: str, text: str) -> list[int]:
+def chat_prompt_ids(
+    tokenizer, instruction: str, text: str, template: Template | None = None
+) -> list[int]:
     """The chat prompt: the fixed instruction first (shared, so prefix-cached), then the text.
 
     The template is rendered around a placeholder and the document's tokens are spliced in,
     tokenized as plain text: `<|im_end|>` or `<|im_start|>system` written in a document
     stays words, and never becomes the control tokens that would let it write its own turns.
     """
+    before, after = template or around(tokenizer, instruction)
+    return [*before, *plain_ids(tokenizer, text), *after]
+
+
+def around(tokenizer, instruction: str) -> Template:
+    """The chat prompt's tokens before and after the document, under `instruction` (`template`
+    above: the worker renders it once per instruction, not once per document)."""
     messages = [
         {"role": "system", "content": instruction},
         {"role": "user", "content": _DOCUMENT},
     ]
     rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     before, after = rendered.split(_DOCUMENT)
-    return [
-        *tokenizer.encode(before, add_special_tokens=False),
-        *plain_ids(tokenizer, text),
-        *tokenizer.encode(after, add_special_tokens=False),
-    ]
+    return (
+        tuple(tokenizer.encode(before, add_special_tokens=False)),
+        tuple(tokenizer.encode(after, add_special_tokens=False)),
+    )
 
 
 def plain_ids(tokenizer, text: str) -> list[int]:
