@@ -6,25 +6,25 @@ CPU build's block size); each request's messages are the instruction (system) an
 document (user), so both send the model the same tokens. `summarize run` goes with no
 sentence limit, as run-batch has none, and a fresh data folder each time (a new SQLite file
 and embedded Redis: a first run). Each is timed from start to exit, in turn, `--peer-rounds`
-times; the phases come from run-batch's log (whole seconds) and from summarize's rows.
+times; the phases come from when run-batch's log lines show (the file read every 50 ms) and
+from summarize's rows.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 from scripts.bench.common import SUMMARIZE, documents
 
-# "(APIServer pid=1) INFO 12-03 13:20:01 [run_batch.py:727] Supported tasks: ..."
-VLLM_TIME = re.compile(r"\b(?:INFO|WARNING|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) ")
+# run-batch's log lines that open and close its phases: its engine is ready; it writes outputs
+READY, WRITING = "Supported tasks", "Writing outputs"
+POLL_S = 0.05
 
 
 def run(args) -> dict:
@@ -101,28 +101,38 @@ def _request(i: int, model: Path, instruction: str, text: str, max_tokens: int) 
     }
 
 
-def _timed(command: list[str], env: dict, log: Path) -> tuple[float, float, str]:
+def _timed(
+    command: list[str], env: dict, log: Path, marks: tuple[str, ...] = ()
+) -> tuple[float, float, str, dict[str, float]]:
     """Start and exit times of a command whose output goes to a file, as a shell's `time`
-    sees it (a pipe would also wait for any child process still holding it), and its log."""
+    sees it (a pipe would also wait for any child process still holding it), its log, and
+    when each of `marks` first showed in the log: the file is read every POLL_S while the
+    command runs (vLLM's own log times have whole seconds, too coarse for a 14 s phase)."""
+    seen: dict[str, float] = {}
     with log.open("w") as out:
         started = time.time()
-        done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        while process.poll() is None:
+            if marks and len(seen) < len(marks):
+                text = log.read_text(errors="replace")
+                now = time.time()
+                seen.update({m: now for m in marks if m not in seen and m in text})
+            time.sleep(POLL_S)
         ended = time.time()
     text = log.read_text(errors="replace")
-    if done.returncode != 0:
-        raise SystemExit(f"{command[2]} failed (exit {done.returncode}):\n{text[-3000:]}")
-    return started, ended, text
+    if process.returncode != 0:
+        raise SystemExit(f"{command[2]} failed (exit {process.returncode}):\n{text[-3000:]}")
+    return started, ended, text, seen
 
 
 def _run_batch(command: list[str], env: dict, work: Path) -> dict:
-    started, ended, log = _timed(command, env, work / "run-batch.log")
+    started, ended, _, seen = _timed(command, env, work / "run-batch.log", (READY, WRITING))
     tokens = stopped = 0
     for line in (work / "output.jsonl").read_text().splitlines():
         body = json.loads(line)["response"]["body"]
         tokens += body["usage"]["completion_tokens"]
         stopped += body["choices"][0]["finish_reason"] == "stop"
-    ready = _logged_at(log, "Supported tasks", started)
-    written = _logged_at(log, "Writing outputs", started)
+    ready, written = seen.get(READY), seen.get(WRITING)
     return {
         "seconds": ended - started,
         "output_tokens": tokens,
@@ -131,17 +141,6 @@ def _run_batch(command: list[str], env: dict, work: Path) -> dict:
         "generate_s": written - ready if ready and written else None,
         "exit_s": ended - written if written else None,
     }
-
-
-def _logged_at(log: str, words: str, started: float) -> float | None:
-    """When vLLM logged a line holding `words` (its log has whole seconds and no year)."""
-    for line in log.splitlines():
-        found = VLLM_TIME.search(line)
-        if found and words in line:
-            year = datetime.fromtimestamp(started).year
-            when = datetime.strptime(f"{year}-{found.group(1)}", "%Y-%m-%d %H:%M:%S")
-            return when.timestamp()
-    return None
 
 
 def _ours(batch_file: Path, work: Path, n: int) -> dict:
@@ -156,7 +155,7 @@ def _ours(batch_file: Path, work: Path, n: int) -> dict:
     env.pop("SUMMARIZE_DATABASE_URL", None)
     env.pop("SUMMARIZE_BROKER_URL", None)  # the embedded defaults, as a new user has them
     command = [*SUMMARIZE, "run", str(batch_file), "--batch", "peer", "--max-sentences", "0"]
-    started, ended, _ = _timed(command, env, work / f"run-{n}.log")
+    started, ended, _, _ = _timed(command, env, work / f"run-{n}.log")
     db = database.connect(Settings.from_env(env))
     with db.connect() as conn:
         row = conn.execute(
