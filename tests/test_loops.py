@@ -6,7 +6,7 @@ import random
 
 from core.prompt import SummarySpec
 from core.quality import LOOP_RUN_WORDS, loops
-from worker.loops import LoopWatch, word_starts
+from worker.loops import OPENS, SPACED, STARTS, LoopWatch, word_starts
 
 # A made-up vocabulary: words with a space before them, pieces of words, and punctuation.
 PIECES = [
@@ -32,8 +32,12 @@ PIECES = [
     " 3",
     "5",
     "%",
+    "Title",
+    ":",
+    "\n\n",
+    "The",
 ]
-STARTS = word_starts(PIECES)
+KINDS = word_starts(PIECES)
 SENTENCE = [0, 1, 2, 3, 4, 5, 6, 3, 0, 8, 9, 14]  # " the council met on Monday to vote on …."
 
 
@@ -47,20 +51,39 @@ def watched(tokens: list[int], n: int = LOOP_RUN_WORDS) -> int | None:
     watch = LoopWatch(n, output, stops=[99])
     for token in tokens:
         output.append(token)
-        if watch.update(STARTS):
+        if watch.update(KINDS):
             return len(output)
     return None
 
 
-def test_a_word_start_is_a_space_then_a_letter_or_digit():
-    assert word_starts([" the", "the", " 3", " .", " ", "ing"]) == [
-        True,
-        False,
-        True,
-        False,
-        False,
-        False,
+def test_a_word_starts_after_a_space_or_a_line_break():
+    assert word_starts([" the", "the", " 3", " .", " ", "ing", "\nThe", "\n\n", ":"]) == [
+        STARTS,
+        OPENS,  # a word's start after a token that ends in a space
+        STARTS,
+        0,
+        SPACED,
+        OPENS,
+        STARTS,
+        SPACED,
+        0,
     ]
+
+
+def test_a_word_at_the_start_of_a_line_starts_a_word_and_one_after_a_mark_does_not():
+    headline, colon, line_break, piece = 22, 23, 24, 16  # "\n\n", "Title", ":", "ing"
+    assert watched([headline, colon, line_break] * 40) is not None
+    assert watched([headline, colon, piece] * 40) is None  # "Title:ingTitle:ing…": one word
+
+
+def test_a_headline_said_line_after_line_is_stopped_long_before_the_length_cap():
+    headline = [22, 23, 0, 12, 14, 24]  # "Title: the river.\n\n"
+    output = headline + [22, 23, 24] * 40  # "Title:\n\n" again and again
+
+    stopped = watched(output)
+
+    assert stopped is not None and stopped < 40
+    assert loops(text(output[:stopped]))
 
 
 def test_a_sentence_said_again_and_again_is_stopped_once_a_run_comes_a_third_time():
@@ -117,7 +140,7 @@ def test_the_engines_rules_leave_a_looping_row_only_its_stop_tokens():
     looping = [0, 10, 11, 14, *SENTENCE * 6]
     rules = object.__new__(SummaryRules)
     rules.counts, rules.repeats, rules.penalties = {}, {}, {}
-    rules.starts = STARTS
+    rules.starts = KINDS
     rules.watches = {
         0: LoopWatch(LOOP_RUN_WORDS, looping, stops=[2, 5]),
         1: LoopWatch(LOOP_RUN_WORDS, [0, 1, 2, 3], stops=[2, 5]),

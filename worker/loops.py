@@ -8,20 +8,31 @@ ends as soon as the tokens of its last N words have come three times: its text t
 an N-word run three times, which `core.quality.loops` calls a loop (N = 8), so it is
 generated again exactly as if it had run to its length.
 
-A word starts at a token that is a space then a letter or digit; the words between two
-such tokens are the same whenever their tokens are, and the text's words (split at every
-other character too) are at least as many. A loop `loops` sees sooner, a short sentence
-three times, is left to the length cap as before.
+A word starts at a token that is a space then a letter or digit, or that opens with a
+letter or digit after a token that ends in a space or a line break (`Title` in
+`Title:\n\nTitle:`, a line's first word). Either way the text breaks between words there,
+so the words between two such tokens are the same whenever their tokens are, and the text's
+words (split at every other character too) are at least as many. A loop `loops` sees
+sooner, a short sentence three times, is left to the length cap as before.
 """
 
 from __future__ import annotations
 
 from core.quality import LOOP_TIMES
 
+STARTS, OPENS, SPACED = 1, 2, 4  # a token's kinds, as bits: see word_starts
 
-def word_starts(pieces: list[str]) -> list[bool]:
-    """Per token: whether its text is a space then a letter or digit (a word's start)."""
-    return [len(piece) > 1 and piece[0] == " " and piece[1].isalnum() for piece in pieces]
+
+def word_starts(pieces: list[str]) -> list[int]:
+    """Per token, as bits: STARTS a word (a space or line break, then a letter or digit),
+    OPENS with a letter or digit (a word's start after a SPACED token), ends SPACED."""
+    kinds = []
+    for piece in pieces:
+        kind = STARTS if len(piece) > 1 and piece[0].isspace() and piece[1].isalnum() else 0
+        kind |= OPENS if piece[:1].isalnum() else 0
+        kind |= SPACED if piece[-1:].isspace() else 0
+        kinds.append(kind)
+    return kinds
 
 
 class LoopWatch:
@@ -36,13 +47,17 @@ class LoopWatch:
         self.runs: dict[tuple[int, ...], int] = {}
         self.looped = False
 
-    def update(self, is_start: list[bool]) -> bool:
-        """Read the new tokens; whether the request must stop now (and from then on)."""
-        output, starts, words = self.output, self.starts, self.words
+    def update(self, kinds: list[int]) -> bool:
+        """Read the new tokens (`kinds`: word_starts of the vocabulary); whether the request
+        must stop now (and from then on)."""
+        output, starts, words, known = self.output, self.starts, self.words, len(kinds)
         for at in range(self.seen, len(output)):
             token = output[at]
-            if token >= len(is_start) or not is_start[token]:
-                continue
+            kind = kinds[token] if token < known else 0
+            if not kind & STARTS:
+                before = output[at - 1] if at else known
+                if not (kind & OPENS and before < known and kinds[before] & SPACED):
+                    continue
             if len(starts) >= words:  # the words from starts[-words] to here are whole
                 run = tuple(output[starts[-words] : at])
                 times = self.runs.get(run, 0) + 1
