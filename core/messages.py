@@ -104,10 +104,11 @@ def lists_of(queue: str) -> list[str]:
 NORMAL = PRIORITY_NAMES.index("normal")
 
 
-def urgency(where: str | None) -> int:
-    """How urgent a message is, by the list it came from (its routing key): its priority's
-    place in PRIORITY_NAMES, 0 the most urgent; the queue itself, or unknown, is `normal`."""
+def urgency(where: str | None, queue: str) -> int:
+    """How urgent a message of `queue` is, by the list it came from (its routing key): its
+    priority's place in PRIORITY_NAMES, 0 the most urgent; the queue itself, or a list that is
+    not one of its own, is `normal` (a queue's own name may end in `.high`)."""
     for rank, priority in enumerate(PRIORITY_NAMES):
-        if rank != NORMAL and where and where.endswith(f".{priority}"):
+        if where == at(queue, priority):
             return rank
     return NORMAL

@@ -125,7 +125,9 @@ def test_an_urgent_batchs_documents_start_before_the_others_held(env, db, tmp_pa
     with paced(settings, db) as (drain, engine, gate):
         held = drain.summarize_all(list(keys.values()))  # a normal batch's message
         wait_until(lambda: engine.unfinished() == 6)  # the rest of it waits in hand
-        first = drain.summarize_all([urgent], urgency=messages.urgency("summarize.high"))
+        first = drain.summarize_all(
+            [urgent], urgency=messages.urgency("summarize.high", "summarize")
+        )
         time.sleep(0.05)
         gate.release()  # one finishes: there is room for one more
         wait_until(lambda: len(engine.added) == 7)

@@ -73,8 +73,19 @@ def test_a_message_says_how_urgent_it_is_by_the_list_it_came_from(
         message = simple.get(timeout=5)
         message.ack()
         simple.close()
-    urgency = messages.urgency(message.delivery_info["routing_key"])
+    urgency = messages.urgency(message.delivery_info["routing_key"], queue_name)
     assert urgency == PRIORITY_NAMES.index(priority)  # 0 the most urgent
+
+
+def test_a_queue_named_like_a_priority_list_is_still_read_as_normal():
+    """SUMMARIZE_QUEUE=jobs.low: its own list is `normal`, `jobs.low.low` its low one."""
+    home = "jobs.low"
+
+    assert messages.urgency(home, home) == PRIORITY_NAMES.index("normal")
+    assert messages.urgency(messages.at(home, "low"), home) == PRIORITY_NAMES.index("low")
+    assert messages.urgency(messages.at(home, "high"), home) == PRIORITY_NAMES.index("high")
+    assert messages.urgency("other.high", home) == PRIORITY_NAMES.index("normal")
+    assert messages.urgency(None, home) == PRIORITY_NAMES.index("normal")
 
 
 def test_the_keys_in_redis_are_those_waiting_and_those_held(env, settings, redis_url):

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from core import quality
+from core import messages, quality
 from core.messages import NORMAL
 from core.settings import Settings
 from core.tables import Status
@@ -58,6 +58,7 @@ class Drain:
         self.engine = engine
         self.recorder = recorder
         self.model = settings.model_name
+        self.queue = messages.home(settings)  # the model's queue its messages come from
         self.max_attempts = settings.max_attempts
         self.on_fatal = on_fatal or _exit_process
         self._intake: queue.SimpleQueue[Chunk | Written] = queue.SimpleQueue()

@@ -76,8 +76,9 @@ def summarize_chunk(self, keys: object = None, **unknown: object) -> dict[str, i
         return {"rejected": 1}
     # kombu's Redis transport names an unacknowledged message by this tag; the leases renew it.
     delivery_tag = (self.request.properties or {}).get("delivery_tag")
-    urgency = messages.urgency((self.request.delivery_info or {}).get("routing_key"))
-    settled = runtime.drain().summarize_all(wanted, delivery_tag, urgency).result()
+    drain = runtime.drain()
+    urgency = messages.urgency((self.request.delivery_info or {}).get("routing_key"), drain.queue)
+    settled = drain.summarize_all(wanted, delivery_tag, urgency).result()
     if Signal.HANDED_BACK in settled:  # stopping: the chunk goes to the front of the queue
         raise Reject("the worker is shutting down", requeue=True)
     written = [s for s in settled if isinstance(s, Outcome)]
