@@ -254,6 +254,30 @@ def test_a_final_summary_that_copies_the_instruction_is_generated_again_to_break
     assert work.result.text == "The council shut the bridge."
 
 
+def test_a_kept_summarys_signals_are_worked_out_once_and_a_mended_ones_for_its_new_text(
+    monkeypatch,
+):
+    import worker.parts
+
+    seen = []
+    real = worker.parts.signals
+    monkeypatch.setattr(
+        worker.parts, "signals", lambda text, *a, **k: seen.append(text) or real(text, *a, **k)
+    )
+    body = "The council shut the bridge for repairs. It opens in May."
+    engine = FakeEngine(max_model_len=100)
+    kept, mended = (Work(k, SummarySpec("summarize", 20), engine, lambda: "r") for k in "km")
+    twice = "The council shut the bridge. It opens in May. The council shut the bridge."
+
+    kept.finish(_text_finished(kept.start(body)[0], "The council shut the bridge."))
+    mended.finish(_text_finished(mended.start(body)[0], twice))
+
+    assert kept.signals(body).flaw is None and mended.signals(body).flaw is None
+    assert kept.signals(body) is kept.signals(body)
+    assert seen == ["The council shut the bridge.", twice, mended.result.text]
+    assert mended.result.text == "The council shut the bridge. It opens in May."
+
+
 def test_only_a_final_summarys_first_try_ends_as_soon_as_it_loops():
     engine = FakeEngine(max_model_len=100)
     ids = itertools.count()

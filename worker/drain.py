@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from core import messages, quality
+from core import messages
 from core.messages import NORMAL
 from core.settings import Settings
 from core.tables import Status
@@ -361,8 +361,7 @@ class Drain:
 def _succeeded(work: Work, body: str) -> Outcome:
     """A summary's row: its text, what it cost, and its quality signals."""
     summary = work.result
-    spec = work.spec
-    found = quality.signals(summary.text, body, spec.instruction, json=spec.schema is not None)
+    found = work.signals(body)
     return Outcome(
         work.key,
         Status.SUCCEEDED,

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from core.prompt import SummarySpec
-from core.quality import flaw, loops, parses, title_only, usable, without_repeats
+from core.quality import Signals, parses, signals, title_only, usable, without_repeats
 from worker.engine import Engine, Finished
 
 MAX_LEVELS = 5
@@ -91,6 +91,7 @@ class Work:
     _body: str = ""
     _text: str = ""  # what this level summarizes: the document, then its parts' summaries
     _opening: list[int] = field(default_factory=list)  # the document's first part's tokens
+    _signals: tuple[str, str, Signals] | None = None  # a final text, its body, their signals
 
     def start(self, body: str) -> list[Request]:
         self._body = body
@@ -146,6 +147,18 @@ class Work:
         end = max(text.rfind(". "), text.rfind("\n"))
         return text[: end + 1].strip() if end > len(text) * 2 // 3 else text.strip()
 
+    def signals(self, body: str) -> Signals:
+        """The final summary's quality signals against the document's `body` (the row's), worked
+        out once: deciding whether to generate it again read them first."""
+        assert self.result is not None
+        return self._signals_of(self.result.text, body)
+
+    def _signals_of(self, text: str, body: str) -> Signals:
+        if self._signals is None or self._signals[:2] != (text, body):
+            json = self.spec.schema is not None
+            self._signals = (text, body, signals(text, body, self.spec.instruction, json=json))
+        return self._signals[2]
+
     def _mended(self, finished: Finished) -> Finished:
         """The final summary, without the sentences it says again."""
         text = finished.text if self.spec.schema else without_repeats(finished.text)
@@ -156,7 +169,8 @@ class Work:
         was cut open (see the module's docstring)."""
         if not self.spec.schema:
             text = finished.text
-            if loops(text) or flaw(text, self._body, self.spec.instruction) in BREAKING:
+            found = self._signals_of(text, self._body)
+            if found.looped or found.flaw in BREAKING:
                 if usable(without_repeats(text), self._body, self.spec.instruction):
                     return []  # what it said before repeating itself: _mended keeps it
                 return self._issue(self._prompts, loop_breaking=True)
