@@ -11,6 +11,7 @@ scheduling.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from core.prompt import SummarySpec
@@ -48,6 +49,7 @@ class FakeEngine:
         self.max_sentences: dict[str, int | None] = {}  # each request's limit of sentences
         self.asked: list[tuple[str, int]] = []  # each request's prompt (as words) and length
         self.schemas: dict[str, str | None] = {}  # each request's JSON schema
+        self.read_together: list[list[str]] = []  # the texts of each `reading`
         self.peak_unfinished = 0
         self.steps = 0
         self.closed = False
@@ -60,6 +62,11 @@ class FakeEngine:
                 self.words[self.vocab[word]] = word
             ids.append(self.vocab[word])
         return ids
+
+    @contextlib.contextmanager
+    def reading(self, texts: list[str]):
+        self.read_together.append(list(texts))
+        yield
 
     def text_of(self, token_ids: list[int]) -> str:
         return " ".join(self.words[i] for i in token_ids if i not in SPECIAL.values())

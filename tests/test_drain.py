@@ -45,6 +45,20 @@ def test_each_document_is_written_with_the_engines_token_counts(settings, db, tm
     assert found["a.txt"].started_at is not None and found["a.txt"].finished_at is not None
 
 
+def test_the_documents_started_together_are_tokenized_in_one_call(
+    settings, db, tmp_path, run_drain
+):
+    texts = {f"{i}.txt": f"report {i} of the council" for i in range(6)}
+    keys = submitted(settings, db, tmp_path, texts)
+    engine = FakeEngine()
+    drain = run_drain(engine)
+
+    settled = drain.summarize_all(list(keys.values())).result(WAIT_S)
+
+    assert len(settled) == 6
+    assert [sorted(texts.values())] == [sorted(read) for read in engine.read_together if read]
+
+
 def test_a_wave_is_written_in_one_transaction_before_its_documents_are_released(
     settings, db, tmp_path, run_drain
 ):

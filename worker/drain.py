@@ -234,14 +234,16 @@ class Drain:
             self.recorder.release(list(suspects))
             for key, claim in suspects.items():
                 self._admission.suspect(key, claim.attempts - 1)
-        for key in keys:
-            if key in suspects or key in others:
-                continue
-            claim = claims.get(key)
-            if claim is None:  # finished already (a message delivered twice) or cancelled
-                self._tickets.settle(key, Signal.SKIPPED)
-            else:
-                self._begin(claim)
+        starting = [c for k, c in claims.items() if k not in suspects]
+        with self.engine.reading([c.body for c in starting if c.attempts <= self.max_attempts]):
+            for key in keys:
+                if key in suspects or key in others:
+                    continue
+                claim = claims.get(key)
+                if claim is None:  # finished already (a message delivered twice) or cancelled
+                    self._tickets.settle(key, Signal.SKIPPED)
+                else:
+                    self._begin(claim)
 
     def _begin(self, claim: Claim) -> None:
         outcome = self._refuse(claim)

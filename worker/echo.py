@@ -10,6 +10,7 @@ text's first sentence, cut at `max_tokens` words (`finish_reason` "length").
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from core.prompt import SummarySpec
@@ -41,6 +42,9 @@ class EchoEngine:
                 words.append(word)
             out.append(token)
         return out
+
+    def reading(self, texts: list[str]) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()  # its tokens are words: nothing to gain
 
     def text_of(self, token_ids: list[int]) -> str:
         words = self._words

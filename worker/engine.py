@@ -14,6 +14,8 @@ import json
 import logging
 import os
 import random
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -59,6 +61,10 @@ class Engine(Protocol):
     def prompt_ids(self, instruction: str, text: str) -> list[int]: ...
 
     def token_ids(self, text: str) -> list[int]: ...
+
+    def reading(self, texts: list[str]) -> AbstractContextManager[None]:
+        """While open, the tokens of these texts (a wave's documents) may come from one call."""
+        ...
 
     def text_of(self, token_ids: list[int]) -> str: ...
 
@@ -180,13 +186,24 @@ class VllmEngine:
         self.tokenizer = self.llm.get_tokenizer()
         # the template's tokens around the document, per instruction: rendered once, not per prompt
         self._around = functools.lru_cache(maxsize=64)(functools.partial(around, self.tokenizer))
+        self._ahead: dict[str, list[int]] = {}  # a wave's documents, tokenized at once (reading)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
 
     def prompt_ids(self, instruction: str, text: str) -> list[int]:
-        return chat_prompt_ids(self.tokenizer, instruction, text, self._around(instruction))
+        before, after = self._around(instruction)  # chat_prompt_ids, with the tokens read ahead
+        return [*before, *self.token_ids(text), *after]
 
     def token_ids(self, text: str) -> list[int]:
-        return plain_ids(self.tokenizer, text)
+        ids = self._ahead.get(text)
+        return plain_ids(self.tokenizer, text) if ids is None else ids
+
+    @contextlib.contextmanager
+    def reading(self, texts: list[str]) -> Iterator[None]:
+        self._ahead = plain_ids_of(self.tokenizer, texts)
+        try:
+            yield
+        finally:
+            self._ahead = {}
 
     def text_of(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
@@ -288,6 +305,17 @@ def around(tokenizer, instruction: str) -> Template:
 def plain_ids(tokenizer, text: str) -> list[int]:
     """Tokens of text a user or a file wrote: special-token markers in it are split as words."""
     return list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+
+def plain_ids_of(tokenizer, texts: list[str]) -> dict[str, list[int]]:
+    """plain_ids of each text, in one call: the tokenizer's threads share the texts (half the
+    time a document of one call each, docs/performance.md). Empty when one of them cannot be
+    tokenized: each is then tokenized alone, and fails alone."""
+    try:
+        ids = tokenizer(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    except Exception:  # noqa: BLE001 - that text's own call says what is wrong with it
+        return {}
+    return dict(zip(texts, ids, strict=True))
 
 
 def _check_memory(share: float, cpu: bool, memory=None) -> None:
