@@ -190,8 +190,9 @@ class VllmEngine:
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
 
     def prompt_ids(self, instruction: str, text: str) -> list[int]:
-        before, after = self._around(instruction)  # chat_prompt_ids, with the tokens read ahead
-        return [*before, *self.token_ids(text), *after]
+        return chat_prompt_ids(
+            self.tokenizer, instruction, text, self._around(instruction), self._ahead.get(text)
+        )
 
     def token_ids(self, text: str) -> list[int]:
         ids = self._ahead.get(text)
@@ -275,16 +276,21 @@ Template = tuple[tuple[int, ...], tuple[int, ...]]  # the chat prompt's tokens b
 
 
 def chat_prompt_ids(
-    tokenizer, instruction: str, text: str, template: Template | None = None
+    tokenizer,
+    instruction: str,
+    text: str,
+    template: Template | None = None,
+    text_ids: list[int] | None = None,
 ) -> list[int]:
     """The chat prompt: the fixed instruction first (shared, so prefix-cached), then the text.
 
     The template is rendered around a placeholder and the document's tokens are spliced in,
     tokenized as plain text: `<|im_end|>` or `<|im_start|>system` written in a document
     stays words, and never becomes the control tokens that would let it write its own turns.
+    `text_ids`: the text's plain_ids when made already (a wave's, by plain_ids_of).
     """
     before, after = template or around(tokenizer, instruction)
-    return [*before, *plain_ids(tokenizer, text), *after]
+    return [*before, *(plain_ids(tokenizer, text) if text_ids is None else text_ids), *after]
 
 
 def around(tokenizer, instruction: str) -> Template:
@@ -302,9 +308,12 @@ def around(tokenizer, instruction: str) -> Template:
     )
 
 
+PLAIN = {"add_special_tokens": False, "split_special_tokens": True}  # see plain_ids
+
+
 def plain_ids(tokenizer, text: str) -> list[int]:
     """Tokens of text a user or a file wrote: special-token markers in it are split as words."""
-    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+    return list(tokenizer(text, **PLAIN)["input_ids"])
 
 
 def plain_ids_of(tokenizer, texts: list[str]) -> dict[str, list[int]]:
@@ -312,7 +321,7 @@ def plain_ids_of(tokenizer, texts: list[str]) -> dict[str, list[int]]:
     time a document of one call each, docs/performance.md). Empty when one of them cannot be
     tokenized: each is then tokenized alone, and fails alone."""
     try:
-        ids = tokenizer(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        ids = tokenizer(texts, **PLAIN)["input_ids"]
     except Exception:  # noqa: BLE001 - that text's own call says what is wrong with it
         return {}
     return dict(zip(texts, ids, strict=True))
