@@ -234,8 +234,9 @@ class Drain:
             self.recorder.release(list(suspects))
             for key, claim in suspects.items():
                 self._admission.suspect(key, claim.attempts - 1)
-        starting = [c for k, c in claims.items() if k not in suspects]
-        with self.engine.reading([c.body for c in starting if c.attempts <= self.max_attempts]):
+        # the documents about to start, tokenized in one call (not those _begin refuses)
+        bodies = [c.body for k, c in claims.items() if k not in suspects and not self._refuse(c)]
+        with self.engine.reading(bodies):
             for key in keys:
                 if key in suspects or key in others:
                     continue
